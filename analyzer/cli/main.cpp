@@ -1,0 +1,50 @@
+// slurm-triage: the command line. Subcommands come from the components (see
+// common/cli_registry.h); this file only dispatches and prints the overview.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/build_config.h"
+#include "common/cli_registry.h"
+
+namespace {
+
+void print_usage(FILE* out) {
+  std::fprintf(out,
+               "usage: slurm-triage <command> [options]\n"
+               "\n"
+               "Explains why a Slurm training job ended, from its log, its nodes' kernels and its metrics.\n"
+               "\n"
+               "commands:\n");
+  for (const auto& c : triage::CliRegistry::all()) {
+    std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+  }
+  std::fprintf(out,
+               "\n"
+               "Run 'slurm-triage <command> --help' for a command's options; 'man slurm-triage' for more.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "-V") {
+    std::printf("slurm-triage %s\n", triage::kVersion);
+    return 0;
+  }
+  const triage::CliCommand* c = triage::CliRegistry::find(cmd);
+  if (c == nullptr) {
+    std::fprintf(stderr, "slurm-triage: unknown command '%s'\n\n", cmd.c_str());
+    print_usage(stderr);
+    return 2;
+  }
+  return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,164 @@
+// The facts that travel between the pieces: kernel events from the collectors, task exits from the
+// SPANK plugin, job facts from slurmctld or the epilog, and a node's health verdict. The agent
+// bundles them per job as Evidence and hands that to `slurm-triage analyze --evidence`. The JSON
+// shapes are documented in docs/protocol.md and are a compatibility promise: add fields, never
+// rename them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace triage {
+
+inline constexpr int kEvidenceSchemaVersion = 1;
+
+enum class Severity { kInfo, kWarning, kError, kCritical };
+std::string_view to_string(Severity s);
+std::optional<Severity> parse_severity(std::string_view s);
+
+// One thing a node's kernel (or its hardware counters) said. Multi-line records are one event;
+// identical floods are folded into one event with a count and first/last time.
+struct KernelEvent {
+  std::string id;    // unique per node and stable across agent restarts (e.g. "<boot>:<seq>")
+  std::string kind;  // the vocabulary in docs/protocol.md: "oom-kill", "nvidia-xid", ...
+  Severity severity = Severity::kInfo;
+  std::string host;
+  std::string boot_id;
+  int64_t time_usec = 0;  // wall clock of the first occurrence (0 = unknown)
+  int64_t last_usec = 0;  // wall clock of the last folded occurrence
+  uint64_t count = 1;
+  std::string rule;     // id of the kernel rule that produced it
+  std::string summary;  // one human line
+  std::string device;   // PCI address or interface name, when the kernel printed one
+  std::optional<int64_t> pid;
+  std::string task;  // comm of the process involved
+  std::optional<int64_t> uid;
+  std::optional<int64_t> code;  // NVIDIA Xid code
+  std::string block;            // AMD RAS block: umc, xgmi, gfx, mmhub, sdma, ...
+  std::optional<uint64_t> job_id;  // from the cgroup path when the kernel printed one
+  std::string step;                // "0", "batch", "extern", ...
+  std::string cgroup;
+  std::string cause;   // id of an earlier event that caused this one (Xid 45 after Xid 79)
+  std::string action;  // the catalog's advice: none, investigate, reset-gpu, drain, reboot
+  std::vector<std::string> lines;  // verbatim kernel text (bounded; see kMaxEventLines)
+  std::map<std::string, std::string> fields;  // any other named captures of the rule
+
+  static constexpr size_t kMaxEventLines = 64;
+};
+
+// A task that ran on a node, as the plugin saw it in slurmstepd. The raw wait status is kept; the
+// decoded fields are filled by decode().
+struct TaskExit {
+  std::string host;
+  uint64_t job_id = 0;
+  std::string step;  // "0", "1", "batch", "extern", "interactive"
+  int64_t task = -1;  // node-local task id
+  int64_t rank = -1;  // global task id (the rank)
+  int64_t pid = 0;
+  std::optional<int> wait_status;  // absent while the task is running
+  std::optional<int> exit_code;    // set when it exited normally
+  std::optional<int> signal;       // set when a signal ended it
+  bool core_dumped = false;
+  int64_t start_usec = 0;
+  int64_t end_usec = 0;
+
+  void decode();  // derive exit_code/signal/core_dumped from wait_status
+};
+
+struct VerdictReason {
+  std::string reason;   // one line: "uncorrectable ECC error on GPU 0000:c1:00.0"
+  std::string action;   // "drain", "reboot-at-job-boundary", "watch", ...
+  std::vector<std::string> event_ids;
+};
+
+// A node's health, decided from trusted evidence only (kernel, sysfs).
+struct NodeVerdict {
+  std::string host;
+  std::string verdict = "healthy";  // healthy | degraded | drain-recommended
+  std::vector<VerdictReason> reasons;
+  int64_t time_usec = 0;
+};
+
+struct DStateSummary {
+  int64_t time_usec = 0;
+  uint64_t count = 0;  // tasks in D state at the last sample
+  uint64_t persistent = 0;  // of those, how many were already in D at the previous sample(s)
+  std::map<std::string, uint64_t> by_wchan;
+};
+
+// What slurmctld (or, failing that, the epilog environment) says about a job.
+struct JobFacts {
+  uint64_t job_id = 0;
+  std::string name;
+  std::string user;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::string state;               // Slurm job state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+  std::optional<int> wait_status;  // SLURM_JOB_EXIT_CODE: the batch script's raw wait status
+  std::optional<int> derived_wait_status;  // SLURM_JOB_EXIT_CODE2 / derived exit code
+  std::string work_dir;
+  std::string stdout_path;     // expanded (slurm_get_job_stdout) when known
+  std::string stdout_pattern;  // raw --output pattern from the epilog (may hold %j etc.)
+  std::string stderr_path;
+  std::vector<std::string> nodes;
+  std::string batch_host;
+  int64_t submit_time = 0;  // seconds since the epoch; 0 = unknown
+  int64_t start_time = 0;
+  int64_t end_time = 0;
+  int restart_count = 0;
+  std::string partition;
+  std::string mode;    // off | basic | full
+  std::string source;  // slurmctld | epilog | cli
+};
+
+// One node's share of a job's evidence.
+struct NodeEvidence {
+  std::string host;
+  bool reachable = true;
+  std::string error;  // why it was not reachable, when it was not
+  std::vector<TaskExit> tasks;
+  std::vector<KernelEvent> events;  // kernel events attributed to this job on this node
+  std::optional<NodeVerdict> verdict;
+  std::optional<DStateSummary> dstate;
+};
+
+// Everything the agent knows about one ended job, handed to the analyzer on a pipe.
+struct Evidence {
+  int schema_version = kEvidenceSchemaVersion;
+  JobFacts job;
+  std::vector<NodeEvidence> nodes;
+  std::string report_path;  // where triage.md goes; empty = the analyzer's own placement rules
+};
+
+void to_json(nlohmann::json& j, const KernelEvent& e);
+void to_json(nlohmann::json& j, const TaskExit& t);
+void to_json(nlohmann::json& j, const VerdictReason& r);
+void to_json(nlohmann::json& j, const NodeVerdict& v);
+void to_json(nlohmann::json& j, const DStateSummary& d);
+void to_json(nlohmann::json& j, const JobFacts& f);
+void to_json(nlohmann::json& j, const NodeEvidence& n);
+void to_json(nlohmann::json& j, const Evidence& e);
+
+// Parsers are strict about types and name the offending field ("nodes[2].tasks[0].pid: expected
+// an integer") through InputError(origin, 0, ...). Unknown fields are ignored (newer writers).
+KernelEvent kernel_event_from_json(const nlohmann::json& j, const std::string& origin,
+                                   const std::string& path = "");
+TaskExit task_exit_from_json(const nlohmann::json& j, const std::string& origin,
+                             const std::string& path = "");
+NodeVerdict node_verdict_from_json(const nlohmann::json& j, const std::string& origin,
+                                   const std::string& path = "");
+JobFacts job_facts_from_json(const nlohmann::json& j, const std::string& origin,
+                             const std::string& path = "");
+NodeEvidence node_evidence_from_json(const nlohmann::json& j, const std::string& origin,
+                                     const std::string& path = "");
+Evidence evidence_from_json(const nlohmann::json& j, const std::string& origin);
+// Parses text (at most 64 MiB) into Evidence; bad JSON is an InputError with the byte offset.
+Evidence parse_evidence(std::string_view text, const std::string& origin);
+
+}  // namespace triage

@@ -1,0 +1,66 @@
+// File access that cannot be steered by whoever controls the path: every open is relative to a
+// directory fd, refuses symlinks where asked, never blocks on FIFOs or devices, and every write
+// goes to a temporary file renamed into place.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace triage {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// A std::system_error whose message names the path and the operation ("open /x/log: Permission
+// denied").
+[[noreturn]] void throw_errno(const std::string& what, int err);
+
+// Opens a directory. With `nofollow`, a symlink in the final component is refused (ELOOP/ENOTDIR).
+UniqueFd open_dir(const std::string& path, bool nofollow = true);
+UniqueFd open_dir_at(int dirfd, const std::string& name, bool nofollow = true);
+
+// Opens an existing regular file for reading. FIFOs, devices, sockets and directories are refused
+// with a clear error instead of blocking or misbehaving; `nofollow` refuses a symlink as the final
+// component.
+UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow);
+UniqueFd open_regular_file(const std::string& path, bool nofollow);
+
+// Reads at most `max_bytes` from `fd` (the rest is left unread); `truncated` says whether more
+// remained.
+std::string read_fd_limited(int fd, size_t max_bytes, bool* truncated = nullptr);
+
+void write_all(int fd, std::string_view data);
+
+// Writes `data` to `name` inside `dirfd` atomically: a fresh temporary (O_CREAT|O_EXCL|O_NOFOLLOW)
+// in the same directory, fsync, renameat over `name`, fsync of the directory. A symlink or anything
+// else already at `name` is replaced, never followed. The temporary is removed on failure.
+void atomic_write_at(int dirfd, const std::string& name, std::string_view data, mode_t mode = 0644);
+
+// Splits "/a/b/c" into ("/a/b", "c"). A path without '/' has directory ".".
+std::pair<std::string, std::string> split_dir_base(const std::string& path);
+
+}  // namespace triage
