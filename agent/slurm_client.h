@@ -1,0 +1,44 @@
+// Everything the agent asks slurmctld, behind one interface so that the agent's logic can be
+// tested without a controller. The real implementation (slurm_client.cpp) uses libslurm; it is
+// never called from inside an epilog, which must not talk to slurmctld.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/model.h"
+
+namespace triage::agent {
+
+struct SlurmNodeState {
+  std::string name;
+  std::string state;        // "IDLE", "ALLOCATED", "DRAINING", "DRAINED", "DOWN", ... (+ flags)
+  bool drain = false;       // DRAIN flag set (DRAINING or DRAINED)
+  bool down = false;
+  std::string reason;       // the reason someone gave, if any
+  uint32_t reason_uid = 0;  // who set the reason
+};
+
+class SlurmClient {
+ public:
+  virtual ~SlurmClient() = default;
+
+  // A job's facts from slurmctld (slurm_load_job; slurm_get_job_stdout for the expanded StdOut):
+  // name, user, uid/gid, state, exit code, work dir, node list, batch host, times, restart count.
+  // `error` says why when nullopt is returned (controller down, job purged, ...).
+  virtual std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) = 0;
+
+  virtual std::optional<SlurmNodeState> load_node(const std::string& node, std::string& error) = 0;
+
+  // Sets DRAIN on `node` with reason "triage: <why>". Refuses (returns false with `error`) when the
+  // node is already drained or down for another reason: the agent never overrides, and never
+  // resumes, a drain someone else made.
+  virtual bool drain_node(const std::string& node, const std::string& why, std::string& error) = 0;
+};
+
+// The libslurm-backed client (reads slurm.conf the usual way: SLURM_CONF or /etc/slurm/slurm.conf).
+std::unique_ptr<SlurmClient> make_libslurm_client();
+
+}  // namespace triage::agent
