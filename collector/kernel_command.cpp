@@ -1,0 +1,222 @@
+// slurm-triage kernel: classify a node's kernel log by hand.
+//
+//   dmesg | slurm-triage kernel -
+//   journalctl -k -b -1 | slurm-triage kernel - --format md
+//   slurm-triage kernel --journal /var/log/journal --kmsg /dev/kmsg
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "collector/kernel_pipeline.h"
+#include "collector/kernel_report.h"
+#include "common/cli_registry.h"
+#include "common/rules_file.h"
+#include "common/safe_io.h"
+
+namespace triage::collector {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: slurm-triage kernel [FILE|-] [options]\n"
+    "\n"
+    "Classifies kernel log text (dmesg, dmesg -T, journalctl -k, kern.log) into kernel events:\n"
+    "OOM kills, GPU RAS/CPER/ACA errors, NVIDIA Xids, GPU resets and faults, hung tasks, machine\n"
+    "checks, PCIe AER, NFS/Lustre trouble, link failures.\n"
+    "\n"
+    "options:\n"
+    "  --format json|md     output format (default md on a terminal, json otherwise)\n"
+    "  --rules DIR          an extra rule layer (repeatable), after the shipped and /etc ones\n"
+    "  --host NAME          the node the log came from (default: as printed, or this host for\n"
+    "                       --journal/--kmsg)\n"
+    "  --journal DIR|FILE   read kernel records from a journal directory or file (repeatable)\n"
+    "  --kmsg PATH          read kmsg records (/dev/kmsg, or a file of saved records)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Exit status: 0 when classified, 2 on bad usage, unreadable input or broken rules.\n";
+
+struct Options {
+  std::string format;
+  std::vector<std::string> rule_dirs;
+  std::string host;
+  std::vector<std::string> text_inputs;
+  std::vector<std::string> journal_dirs;
+  std::vector<std::string> journal_files;
+  std::string kmsg;
+};
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "slurm-triage kernel: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+// Input files may be regular files or pipes (`<(dmesg)`); never devices or directories, which
+// could block or make no sense.
+UniqueFd open_input(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) throw_errno("open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_errno("stat " + path, errno);
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    throw std::runtime_error(path + ": not a regular file or a pipe");
+  }
+  // Back to blocking reads; O_NONBLOCK only kept open() from waiting on a FIFO writer.
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+std::string local_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+// Everything the source has now (live sources) or until its end (files).
+void drain(KernelSource& source, KernelClassifier& classifier, std::vector<KernelEvent>& events) {
+  std::vector<KernelRecord> batch;
+  while (true) {
+    batch.clear();
+    const bool more = source.read(batch, 0);
+    for (const auto& r : batch) classifier.feed(r, events);
+    if (!more || batch.empty()) break;
+  }
+  classifier.flush(events);
+}
+
+bool parse_args(int argc, char** argv, Options& o, int& exit_code) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        exit_code = usage_error(std::string(name) + " needs a value");
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      exit_code = 0;
+      return false;
+    }
+    if (a == "--format" || a == "--rules" || a == "--host" || a == "--journal" || a == "--kmsg") {
+      const char* v = value(a.c_str());
+      if (v == nullptr) return false;
+      if (a == "--format") o.format = v;
+      if (a == "--rules") o.rule_dirs.emplace_back(v);
+      if (a == "--host") o.host = v;
+      if (a == "--kmsg") o.kmsg = v;
+      if (a == "--journal") {
+        struct stat st {};
+        if (::stat(v, &st) == 0 && S_ISDIR(st.st_mode)) {
+          o.journal_dirs.emplace_back(v);
+        } else {
+          o.journal_files.emplace_back(v);
+        }
+      }
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      exit_code = usage_error("unknown option " + a);
+      return false;
+    }
+    o.text_inputs.push_back(a);
+  }
+  if (o.text_inputs.empty() && o.journal_dirs.empty() && o.journal_files.empty() &&
+      o.kmsg.empty()) {
+    exit_code = usage_error("nothing to read: give FILE, - (stdin), --journal or --kmsg");
+    return false;
+  }
+  if (o.format.empty()) o.format = ::isatty(STDOUT_FILENO) ? "md" : "json";
+  if (o.format != "json" && o.format != "md") {
+    exit_code = usage_error("--format must be json or md");
+    return false;
+  }
+  return true;
+}
+
+int run_kernel(int argc, char** argv) {
+  Options o;
+  int exit_code = 0;
+  if (!parse_args(argc, argv, o, exit_code)) return exit_code;
+
+  const KernelRulesLoad load = load_kernel_rules(default_rule_layers(o.rule_dirs));
+  if (!load.rules) {
+    for (const auto& e : load.errors) std::fprintf(stderr, "%s\n", e.what());
+    std::fprintf(stderr, "slurm-triage kernel: the kernel rules have errors\n");
+    return 2;
+  }
+  const bool live = !o.journal_dirs.empty() || !o.journal_files.empty() || !o.kmsg.empty();
+  KernelReportInfo info;
+  info.host = !o.host.empty() ? o.host : (live ? local_hostname() : "");
+  KernelClassifier classifier(load.rules, info.host);
+  std::vector<KernelEvent> events;
+  try {
+    for (const auto& path : o.text_inputs) {
+      UniqueFd fd;
+      if (path != "-") fd = open_input(path);
+      auto src = open_text_source(path == "-" ? STDIN_FILENO : fd.get(), path == "-" ? "stdin" : path);
+      info.sources.push_back(src->describe());
+      drain(*src, classifier, events);
+    }
+    if (!o.journal_dirs.empty() || !o.journal_files.empty()) {
+      for (const auto& dir : o.journal_dirs) {
+        JournalOptions jo;
+        jo.directory = dir;
+        auto src = open_journal_source(jo);
+        info.sources.push_back(src->describe());
+        drain(*src, classifier, events);
+      }
+      if (!o.journal_files.empty()) {
+        JournalOptions jo;
+        jo.files = o.journal_files;
+        auto src = open_journal_source(jo);
+        info.sources.push_back(src->describe());
+        drain(*src, classifier, events);
+      }
+    }
+    if (!o.kmsg.empty()) {
+      KmsgOptions ko;
+      ko.path = o.kmsg;
+      auto src = open_kmsg_source(ko);
+      info.sources.push_back(src->describe());
+      drain(*src, classifier, events);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "slurm-triage kernel: %s\n", e.what());
+    return 2;
+  }
+  info.stats = classifier.stats();
+  sort_events(events);
+  if (info.host.empty()) {
+    for (const auto& e : events) {
+      if (!e.host.empty()) {
+        info.host = e.host;
+        break;
+      }
+    }
+  }
+  if (o.format == "json") {
+    std::printf("%s\n", kernel_report_json(events, info)
+                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .c_str());
+  } else {
+    std::fputs(kernel_report_markdown(events, info).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TRIAGE_CLI_COMMAND(kernel, "classify kernel log text (dmesg, journalctl -k) into node events",
+                   run_kernel);
+
+}  // namespace triage::collector

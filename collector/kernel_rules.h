@@ -1,0 +1,145 @@
+// The compiled kernel catalogs: kernel-line rules (rules/kernel-events.rules), known-harmless
+// kernel lines, the NVIDIA Xid catalog (rules/nvidia-xid.rules), the AMD RAS block catalog
+// (rules/amdgpu-ras.rules) and the cgroup layouts that name a Slurm job. Built only by
+// load_kernel_rules(); immutable afterwards and safe to share between classifiers.
+#pragma once
+
+#include <re2/re2.h>
+#include <re2/set.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/model.h"
+
+namespace triage::collector {
+
+// The event kinds of docs/protocol.md that kernel rules may produce.
+bool is_kernel_event_kind(std::string_view kind);
+// The actions a catalog may attach (docs/protocol.md).
+bool is_event_action(std::string_view action);
+
+// A compiled pattern and what its named groups are called.
+struct RulePattern {
+  std::unique_ptr<RE2> re;
+  std::vector<std::pair<std::string, int>> groups;  // name -> group index
+  std::string where;                                // "file:line", for messages
+};
+
+// Runs `p` over `text`; on a match, calls emit(name, value) for every named group that took part.
+template <typename Emit>
+bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit);
+
+enum class RecordBody {
+  kListed,  // only `continue` / `end` lines extend the record
+  kAny,     // every line extends it until `end`, except lines that open another rule's event
+};
+
+enum class CatalogRef { kNone, kXid, kRasUe, kRasCe, kRasDe };
+
+struct KernelRule {
+  std::string id;
+  std::string file;
+  int line = 0;
+  std::string kind;
+  Severity severity = Severity::kWarning;
+  std::string action = "none";
+  std::string summary;  // template; "{name}" is replaced by a capture or catalog field
+  std::vector<RulePattern> patterns;
+  std::vector<RulePattern> unless;
+  std::vector<RulePattern> continues;
+  std::vector<RulePattern> ends;
+  RecordBody body = RecordBody::kListed;
+  size_t max_lines = 200;
+  int64_t gap_usec = 2'000'000;
+  bool fold = true;
+  CatalogRef catalog = CatalogRef::kNone;
+
+  // A refining rule adjusts finished events of other rules when all its `match` patterns match
+  // some line of the record; only the keys it sets are changed.
+  std::vector<std::string> refines;  // ids of the refined rules
+  std::vector<RulePattern> matches;
+  bool sets_kind = false;
+  bool sets_severity = false;
+  bool sets_action = false;
+  bool sets_summary = false;
+  std::vector<size_t> refined_by;  // indexes of the rules refining this one, in load order
+
+  bool is_refiner() const { return !refines.empty(); }
+};
+
+struct XidInfo {
+  std::string meaning;
+  Severity severity = Severity::kWarning;
+  std::string action = "investigate";
+  std::string fault;              // node | application | driver | consequence
+  int64_t cause_within_usec = 0;  // name an earlier Xid on the same GPU within this as the cause
+};
+
+struct RasBlockInfo {
+  std::string meaning;
+  std::string metric;  // the hw_gpu_ras_<metric>_{ue,ce}_total family the block feeds
+  Severity severity[3] = {Severity::kCritical, Severity::kWarning, Severity::kError};  // ue, ce, de
+  std::string action[3] = {"drain", "investigate", "investigate"};
+};
+
+class KernelRules {
+ public:
+  // Which rules open an event on this message (indexes, in load order, `unless` already applied),
+  // and whether a known-harmless pattern matched.
+  struct LineMatch {
+    bool harmless = false;
+    std::vector<size_t> rules;
+  };
+  void match(std::string_view message, LineMatch& m) const;
+  // Whether rule `i` opens on `message` (its patterns, minus `unless`); the capturing pattern's
+  // index is stored in `pattern`.
+  bool opens(size_t i, std::string_view message, size_t& pattern) const;
+
+  const std::vector<KernelRule>& rules() const { return rules_; }
+  const XidInfo& xid(int64_t code, bool& known) const;
+  const RasBlockInfo& ras(std::string_view block, bool& known) const;
+  // The Slurm job (and step, when printed) a cgroup path belongs to.
+  bool job_from_cgroup(std::string_view cgroup, uint64_t& job_id, std::string& step) const;
+  int64_t longest_cause_window_usec() const { return longest_cause_window_; }
+  // Every opener and harmless pattern as written (benchmarks compare against grep/rg with them).
+  std::vector<std::string> opener_patterns() const;
+
+ private:
+  friend class KernelRulesBuilder;
+
+  std::vector<KernelRule> rules_;
+  std::vector<RulePattern> harmless_;
+  std::unique_ptr<RE2::Set> set_;
+  // Set index -> rule index, or -1 for a harmless pattern.
+  std::vector<int> set_owner_;
+  std::map<int64_t, XidInfo> xid_;
+  XidInfo xid_default_;
+  std::map<std::string, RasBlockInfo, std::less<>> ras_;
+  RasBlockInfo ras_default_;
+  std::vector<RulePattern> cgroup_job_;
+  int64_t longest_cause_window_ = 0;
+};
+
+template <typename Emit>
+bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit) {
+  const int n = p.re->NumberOfCapturingGroups() + 1;
+  re2::StringPiece groups[32];
+  if (n > 32) return false;
+  if (!p.re->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(), RE2::UNANCHORED,
+                   groups, n)) {
+    return false;
+  }
+  for (const auto& [name, index] : p.groups) {
+    const re2::StringPiece& g = groups[index];
+    if (g.data() != nullptr) emit(name, std::string_view(g.data(), g.size()));
+  }
+  return true;
+}
+
+}  // namespace triage::collector

@@ -1,0 +1,45 @@
+// A kernel record being assembled: the lines of one event (a call trace, a page fault and its
+// detail lines, an OOM report) while more of them may still come.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collector/kernel_rules.h"
+
+namespace triage::collector {
+
+struct OpenRecord {
+  size_t rule = 0;   // index into KernelRules::rules()
+  std::string id;    // the event id (from the first line)
+  std::string device;
+  std::string boot_id;
+  std::string host;
+  std::string kernel_device;
+  std::string first_message;       // the kernel message of the first line (no text prefix)
+  std::vector<std::string> lines;  // the first KernelEvent::kMaxEventLines lines, verbatim
+  size_t line_count = 0;           // every line, kept or not
+  std::map<std::string, std::string, std::less<>> captures;  // the first value of each name wins
+  int64_t first_time = -1;  // record clock (monotonic, else wall), -1 = unknown
+  int64_t last_time = -1;
+  int64_t first_realtime = 0;
+  int64_t last_realtime = 0;
+  int64_t first_monotonic = -1;
+  int64_t last_fed_wall = 0;  // our own monotonic clock when the last line came (flush idle)
+
+  // Refining rules: which of each refiner's `match` patterns have matched some line so far, and
+  // what they captured.
+  std::vector<std::vector<bool>> refine_hits;
+  std::vector<std::map<std::string, std::string>> refine_captures;
+
+  void capture(const std::string& name, std::string_view value) {
+    captures.try_emplace(name, std::string(value));
+  }
+  // Adds a line (verbatim text and the kernel message within it) and runs the refiners over it.
+  void add_line(const KernelRules& rules, std::string_view verbatim, std::string_view message);
+};
+
+}  // namespace triage::collector
