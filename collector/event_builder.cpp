@@ -12,6 +12,16 @@ namespace {
 constexpr size_t kMaxLineBytes = 4096;
 constexpr size_t kMaxSummaryBytes = 300;
 
+// printable() for display, with a shortcut for the usual plain-ASCII kernel line.
+std::string display(std::string_view s, size_t max_bytes) {
+  s = truncate_utf8(s, max_bytes);
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u >= 0x20 && u < 0x7f) || u == '\t';
+  });
+  return plain ? std::string(s) : printable(s);
+}
+
 std::string_view ras_type_name(CatalogRef c) {
   switch (c) {
     case CatalogRef::kRasUe:
@@ -38,13 +48,13 @@ void EventBuilder::apply_capture(KernelEvent& e, const std::string& name,
   } else if (name == "code") {
     if (!e.code) e.code = parse_int(value);
   } else if (name == "task") {
-    if (e.task.empty()) e.task = printable(truncate_utf8(value, 256));
+    if (e.task.empty()) e.task = display(value, 256);
   } else if (name == "block") {
     if (e.block.empty()) e.block = to_lower(value);
   } else if (name == "cgroup") {
-    if (e.cgroup.empty()) e.cgroup = printable(truncate_utf8(value, 1024));
+    if (e.cgroup.empty()) e.cgroup = display(value, 1024);
   } else if (!value.empty()) {
-    e.fields.try_emplace(name, printable(truncate_utf8(value, 1024)));
+    e.fields.try_emplace(name, display(value, 1024));
   }
 }
 
@@ -120,6 +130,16 @@ std::string EventBuilder::render_summary(const std::string& tmpl, const KernelEv
   return out;
 }
 
+std::vector<size_t> EventBuilder::refiners_that_apply(const OpenRecord& r) const {
+  const KernelRule& rule = rules_.rules()[r.rule];
+  std::vector<size_t> out;
+  for (size_t i = 0; i < rule.refined_by.size() && i < r.refine_hits.size(); ++i) {
+    const auto& hits = r.refine_hits[i];
+    if (!hits.empty() && std::find(hits.begin(), hits.end(), false) == hits.end()) out.push_back(i);
+  }
+  return out;
+}
+
 KernelEvent EventBuilder::build(const OpenRecord& r) const {
   const KernelRule& rule = rules_.rules()[r.rule];
   KernelEvent e;
@@ -136,10 +156,7 @@ KernelEvent EventBuilder::build(const OpenRecord& r) const {
   for (const auto& [name, value] : r.captures) apply_capture(e, name, value);
   apply_catalog(e, rule);
 
-  std::string summary_tmpl = rule.summary;
-  for (size_t i = 0; i < rule.refined_by.size() && i < r.refine_hits.size(); ++i) {
-    const auto& hits = r.refine_hits[i];
-    if (hits.empty() || std::find(hits.begin(), hits.end(), false) != hits.end()) continue;
+  for (const size_t i : refiners_that_apply(r)) {
     const KernelRule& ref = rules_.rules()[rule.refined_by[i]];
     if (ref.sets_kind && ref.kind != e.kind) {
       e.fields.try_emplace("opened_as", e.kind);
@@ -147,7 +164,6 @@ KernelEvent EventBuilder::build(const OpenRecord& r) const {
     }
     if (ref.sets_severity) e.severity = ref.severity;
     if (ref.sets_action) e.action = ref.action;
-    if (ref.sets_summary) summary_tmpl = ref.summary;
     for (const auto& [name, value] : r.refine_captures[i]) apply_capture(e, name, value);
     auto& by = e.fields["refined_by"];
     by += by.empty() ? ref.id : "," + ref.id;
@@ -160,15 +176,29 @@ KernelEvent EventBuilder::build(const OpenRecord& r) const {
   apply_job(e);
   if (r.first_monotonic >= 0) e.fields["monotonic_usec"] = std::to_string(r.first_monotonic);
   if (r.line_count > r.lines.size()) e.fields["lines_total"] = std::to_string(r.line_count);
-
-  e.lines.reserve(r.lines.size());
-  for (const auto& l : r.lines) e.lines.push_back(printable(truncate_utf8(l, kMaxLineBytes)));
-  if (!summary_tmpl.empty()) {
-    e.summary = printable(truncate_utf8(render_summary(summary_tmpl, e), kMaxSummaryBytes));
-  } else {
-    e.summary = printable(truncate_utf8(r.first_message, kMaxSummaryBytes));
-  }
   return e;
+}
+
+void EventBuilder::complete(KernelEvent& e, const OpenRecord& r) const {
+  const KernelRule& rule = rules_.rules()[r.rule];
+  const std::string* summary_tmpl = &rule.summary;
+  for (const size_t i : refiners_that_apply(r)) {
+    const KernelRule& ref = rules_.rules()[rule.refined_by[i]];
+    if (ref.sets_summary) summary_tmpl = &ref.summary;
+  }
+  append_lines(e, r);
+  if (!summary_tmpl->empty()) {
+    e.summary = display(render_summary(*summary_tmpl, e), kMaxSummaryBytes);
+  } else {
+    e.summary = display(r.first_message, kMaxSummaryBytes);
+  }
+}
+
+void EventBuilder::append_lines(KernelEvent& into, const OpenRecord& r) {
+  for (const auto& l : r.lines) {
+    if (into.lines.size() >= KernelEvent::kMaxEventLines) break;
+    into.lines.push_back(display(l, kMaxLineBytes));
+  }
 }
 
 }  // namespace triage::collector

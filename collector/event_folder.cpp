@@ -37,7 +37,8 @@ void EventFolder::emit(std::unordered_map<std::string, Group>::iterator it,
 
 std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t first,
                              int64_t last, int64_t wall, std::vector<KernelEvent>& out,
-                             bool& merged) {
+                             bool& merged,
+                             const std::function<void(KernelEvent&, bool fresh)>& fill) {
   merged = false;
   const std::string key = fold_key(e, shape);
   auto it = groups_.find(key);
@@ -48,10 +49,7 @@ std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t 
     if (in_burst) {
       g.event.count += e.count;
       g.event.last_usec = std::max(g.event.last_usec, e.last_usec);
-      for (auto& l : e.lines) {
-        if (g.event.lines.size() >= KernelEvent::kMaxEventLines) break;
-        g.event.lines.push_back(std::move(l));
-      }
+      fill(g.event, false);
       if (last >= 0) g.last = std::max(g.last, last);
       if (g.first < 0) g.first = first;
       g.wall = wall;
@@ -74,6 +72,7 @@ std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t 
   g.wall = wall;
   g.order = next_order_++;
   g.event = std::move(e);
+  fill(g.event, true);
   next_expiry_ = std::min(next_expiry_, deadline(g));
   std::string id = g.event.id;
   groups_.emplace(key, std::move(g));

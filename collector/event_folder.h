@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,10 +21,12 @@ class EventFolder {
 
   // Takes a finished event whose first message had shape `shape`; `first`/`last` are its record
   // times (-1 = unknown), `wall` our own monotonic clock. Events that end a burst are appended to
-  // `out`. Returns the id of the event that now stands for this occurrence: its own, or that of
-  // the earlier event it was merged into (`merged` says which).
+  // `out`. `fill(event, fresh)` is called to complete the event when it starts a burst (fresh) or
+  // to add to the earlier event it is merged into. Returns the id of the event that now stands
+  // for this occurrence: its own, or that of the earlier one (`merged` says which).
   std::string add(KernelEvent&& e, const std::string& shape, int64_t first, int64_t last,
-                  int64_t wall, std::vector<KernelEvent>& out, bool& merged);
+                  int64_t wall, std::vector<KernelEvent>& out, bool& merged,
+                  const std::function<void(KernelEvent&, bool fresh)>& fill);
   // Emits bursts that are over at record time `now`.
   void expire(int64_t now, std::vector<KernelEvent>& out);
   // Emits bursts whose last event came at least `idle_usec` ago on our clock (all when 0).

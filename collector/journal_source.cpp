@@ -157,6 +157,7 @@ class JournalSource final : public KernelSource {
       rec.host = field("_HOSTNAME");
       rec.kernel_device = field("_KERNEL_DEVICE");
       rec.seq = c->seqnum;
+      rec.seq_scope = c->seqnum_id.substr(0, 8);
       rec.seq_space = SeqSpace::kJournal;
       rec.position = std::move(pos);
       if (mark_loss_) {

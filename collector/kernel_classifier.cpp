@@ -75,9 +75,16 @@ struct KernelClassifier::Impl {
     if (rule.fold) {
       bool merged = false;
       id = folder.add(std::move(e), flood_shape(r.first_message), r.first_time, r.last_time,
-                      r.last_fed_wall, out, merged);
+                      r.last_fed_wall, out, merged, [&](KernelEvent& target, bool fresh) {
+                        if (fresh) {
+                          builder.complete(target, r);
+                        } else {
+                          EventBuilder::append_lines(target, r);
+                        }
+                      });
       if (merged) ++stats.folded;
     } else {
+      builder.complete(e, r);
       out.push_back(std::move(e));
     }
     if (may_cause) causes.remember(device, id, r.first_time);
@@ -160,11 +167,13 @@ struct KernelClassifier::Impl {
       return;
     }
 
-    // 2. Otherwise the line ends the listed records of its device, unless it merely opens an
-    //    event of another rule (interleaved output); a new record of the same rule ends the old.
+    // 2. Otherwise the line ends the listed records of its own device (or, when it names no
+    //    device, those that name none), unless it merely opens an event of another rule
+    //    (interleaved output); a new record of the same rule ends the old one.
+    const std::string canonical_line_device = open.empty() ? "" : canonical_device(line_device);
     for (size_t i = open.size(); i-- > 0;) {
       const OpenRecord& r = open[i];
-      if (!same_device(line_device, r)) continue;
+      if (canonical_line_device != r.device) continue;
       const bool same_rule = contains(lm.rules, r.rule);
       const bool other_rule = !lm.rules.empty() && !same_rule;
       const bool listed = rs.rules()[r.rule].body == RecordBody::kListed;
@@ -192,6 +201,9 @@ struct KernelClassifier::Impl {
     r.first_message = std::string(message);
     match_pattern(rule.patterns[pattern], message,
                   [&](const std::string& n, std::string_view v) { r.capture(n, v); });
+    // The opening line may also carry what continuation lines carry (an OOM report that starts at
+    // its oom-kill: line because the header was filtered out).
+    take(rule.continues, message, r);
     const auto dev = r.captures.find("device");
     r.device = canonical_device(dev != r.captures.end() ? dev->second : line_device);
     append(r, rs, rec, verbatim, message, t);

@@ -14,7 +14,7 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-// "123.456789" (any number of fraction digits) -> microseconds.
+// "123.456789" (one or more fraction digits) -> microseconds.
 bool parse_seconds(std::string_view s, int64_t& usec) {
   size_t i = 0;
   int64_t whole = 0;
@@ -24,8 +24,10 @@ bool parse_seconds(std::string_view s, int64_t& usec) {
     whole = whole * 10 + (s[i] - '0');
     ++i;
   }
+  // The kernel always prints a fraction; "[    777]" is an OOM task table row, not a time.
   int64_t frac = 0;
-  if (i < s.size() && s[i] == '.') {
+  if (i >= s.size() || s[i] != '.') return false;
+  {
     ++i;
     int64_t scale = 100000;
     size_t digits = 0;

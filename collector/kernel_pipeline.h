@@ -3,8 +3,8 @@
 // records; a KernelClassifier turns them into KernelEvents using the kernel rule catalogs.
 //
 // Exactly-once across restarts rests on two promises:
-//  1. Event ids are a pure function of the records that produced them (boot id + the sequence
-//     number or journal sequence number of the event's first record, see event_id_for()), so
+//  1. Event ids are a pure function of the records that produced them (boot id + the kmsg
+//     sequence number or journal seqnum of the event's first record, see event_id_for()), so
 //     replaying records yields the same ids and the agent can drop what it already has.
 //  2. safe_resume_position() never moves past a record whose event has not been emitted in full,
 //     so a restart that resumes there loses nothing that was still being assembled (multi-line
@@ -33,7 +33,7 @@ namespace triage::collector {
 enum class SeqSpace {
   kText,     // line number in a text input: ids "text:<seq>"
   kKmsg,     // the kernel's printk sequence number: ids "<boot>:<seq>"
-  kJournal,  // the journal's entry sequence number: ids "<boot>:j<seq>"
+  kJournal,  // the journal's entry sequence number: ids "<boot>:j<seq_scope>-<seq>"
 };
 
 struct KernelRecord {
@@ -49,6 +49,7 @@ struct KernelRecord {
   std::string boot_id;
   uint64_t seq = 0;  // kmsg sequence number, journal seqnum, or a running line number for text
   SeqSpace seq_space = SeqSpace::kText;
+  std::string seq_scope;  // what `seq` counts within: the journal's seqnum id (8 hex digits)
   std::string position;  // where to resume *after* this record: a journal cursor, "kmsg:<boot>:<seq>"
   std::string host;      // _HOSTNAME when the source knows it
   std::string kernel_device;  // the kmsg dictionary's DEVICE= / journal _KERNEL_DEVICE ("+pci:0000:c1:00.0")

@@ -12,7 +12,7 @@ std::string event_id_for(const KernelRecord& r) {
     case SeqSpace::kKmsg:
       return (r.boot_id.empty() ? std::string("kmsg") : r.boot_id) + ":" + std::to_string(r.seq);
     case SeqSpace::kJournal:
-      return (r.boot_id.empty() ? std::string("journal") : r.boot_id) + ":j" +
+      return (r.boot_id.empty() ? std::string("journal") : r.boot_id) + ":j" + r.seq_scope + "-" +
              std::to_string(r.seq);
     case SeqSpace::kText:
       break;

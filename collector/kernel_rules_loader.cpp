@@ -81,14 +81,13 @@ class KernelRulesBuilder {
     }
     if (const auto* e = s.first("severity")) {
       const auto sev = parse_severity(e->value);
-      if (!sev) return fail(s, *e, "severity must be info, warning, error or critical");
+      if (!sev) return fail(s, *e, "must be info, warning, error or critical");
       r.severity = *sev;
       r.sets_severity = true;
     }
     if (const auto* e = s.first("action")) {
       if (!is_event_action(e->value)) {
-        return fail(s, *e,
-                    "action must be none, investigate, reset-gpu, drain or reboot-at-job-boundary");
+        return fail(s, *e, "must be none, investigate, reset-gpu, drain or reboot-at-job-boundary");
       }
       r.action = e->value;
       r.sets_action = true;
@@ -139,13 +138,13 @@ class KernelRulesBuilder {
       static const std::set<std::string> kFaults = {"node", "application", "driver",
                                                     "consequence"};
       if (kFaults.count(e->value) == 0) {
-        return fail(s, *e, "fault must be node, application, driver or consequence");
+        return fail(s, *e, "must be node, application, driver or consequence");
       }
       x.fault = e->value;
     }
     if (const auto* e = s.first("cause_within")) {
       const auto v = parse_double(e->value);
-      if (!v || *v < 0 || *v > 86400) return fail(s, *e, "cause_within must be seconds (0..86400)");
+      if (!v || *v < 0 || *v > 86400) return fail(s, *e, "must be seconds (0..86400)");
       x.cause_within_usec = static_cast<int64_t>(*v * 1e6);
       rules_->longest_cause_window_ = std::max(rules_->longest_cause_window_, x.cause_within_usec);
     }
@@ -241,10 +240,10 @@ class KernelRulesBuilder {
       const auto* spec = std::find_if(allowed.begin(), allowed.end(),
                                       [&](const KeySpec& k) { return e.key == k.name; });
       if (spec == allowed.end()) {
-        fail(s, e, "unknown key '" + e.key + "' in [" + s.type + " " + s.id + "]");
+        fail(s, e, "unknown key in [" + s.type + " " + s.id + "]");
         ok = false;
       } else if (!spec->repeatable && !seen.insert(e.key).second) {
-        fail(s, e, "'" + e.key + "' given twice");
+        fail(s, e, "given twice");
         ok = false;
       }
     }
@@ -256,16 +255,16 @@ class KernelRulesBuilder {
     RulePattern p;
     p.re = std::make_unique<RE2>(text, pattern_options());
     if (!p.re->ok()) {
-      fail(s, e, e.key + ": " + p.re->error());
+      fail(s, e, p.re->error());
       return false;
     }
     if (p.re->NumberOfCapturingGroups() > kMaxGroups) {
-      fail(s, e, e.key + ": more than 31 capturing groups");
+      fail(s, e, "more than 31 capturing groups");
       return false;
     }
     for (const auto& [name, index] : p.re->NamedCapturingGroups()) {
       if (!valid_group_name(name)) {
-        fail(s, e, e.key + ": group name '" + name + "' must be lowercase letters, digits, _");
+        fail(s, e, "group name '" + name + "' must be lowercase letters, digits and _");
         return false;
       }
       p.groups.emplace_back(name, index);
@@ -301,14 +300,14 @@ class KernelRulesBuilder {
       } else if (e->value == "any") {
         r.body = RecordBody::kAny;
       } else {
-        fail(s, *e, "body must be listed or any");
+        fail(s, *e, "must be listed or any");
         return false;
       }
     }
     if (const auto* e = s.first("max_lines")) {
       const auto v = parse_uint(e->value);
       if (!v || *v < 1 || *v > 1000000) {
-        fail(s, *e, "max_lines must be 1..1000000");
+        fail(s, *e, "must be 1..1000000");
         return false;
       }
       r.max_lines = static_cast<size_t>(*v);
@@ -316,7 +315,7 @@ class KernelRulesBuilder {
     if (const auto* e = s.first("gap")) {
       const auto v = parse_double(e->value);
       if (!v || *v <= 0 || *v > 3600) {
-        fail(s, *e, "gap must be seconds (0..3600)");
+        fail(s, *e, "must be seconds (0..3600]");
         return false;
       }
       r.gap_usec = static_cast<int64_t>(*v * 1e6);
@@ -324,7 +323,7 @@ class KernelRulesBuilder {
     if (const auto* e = s.first("fold")) {
       const auto v = parse_bool(e->value);
       if (!v) {
-        fail(s, *e, "fold must be yes or no");
+        fail(s, *e, "must be yes or no");
         return false;
       }
       r.fold = *v;
@@ -340,7 +339,7 @@ class KernelRulesBuilder {
       } else if (c == "ras-de") {
         r.catalog = CatalogRef::kRasDe;
       } else {
-        fail(s, *e, "catalog must be xid, ras-ue, ras-ce or ras-de");
+        fail(s, *e, "must be xid, ras-ue, ras-ce or ras-de");
         return false;
       }
       const char* needs = r.catalog == CatalogRef::kXid ? "code" : "block";
@@ -348,8 +347,7 @@ class KernelRulesBuilder {
         const bool has = std::any_of(p.groups.begin(), p.groups.end(),
                                      [&](const auto& g) { return g.first == needs; });
         if (!has) {
-          fail(s, *e, std::string("catalog ") + c + " needs every pattern to capture (?P<" + needs +
-                          ">...)");
+          fail(s, *e, c + " needs every pattern to capture (?P<" + needs + ">...)");
           return false;
         }
       }
@@ -362,15 +360,14 @@ class KernelRulesBuilder {
     if (const auto* e = s.first(sev_key)) {
       const auto v = parse_severity(e->value);
       if (!v) {
-        fail(s, *e, std::string(sev_key) + " must be info, warning, error or critical");
+        fail(s, *e, "must be info, warning, error or critical");
         return false;
       }
       sev = *v;
     }
     if (const auto* e = s.first(action_key)) {
       if (!is_event_action(e->value)) {
-        fail(s, *e, std::string(action_key) +
-                        " must be none, investigate, reset-gpu, drain or reboot-at-job-boundary");
+        fail(s, *e, "must be none, investigate, reset-gpu, drain or reboot-at-job-boundary");
         return false;
       }
       action = e->value;

@@ -65,6 +65,7 @@ class KmsgSource final : public KernelSource {
     struct stat st {};
     if (::fstat(fd_.get(), &st) != 0) throw_errno("stat " + path_, errno);
     device_ = S_ISCHR(st.st_mode);
+    fifo_ = S_ISFIFO(st.st_mode);
     // kmsg timestamps count from boot; the wall clock of boot turns them into wall time.
     boot_realtime_ = clock_usec(CLOCK_REALTIME) - clock_usec(CLOCK_MONOTONIC);
   }
@@ -131,8 +132,11 @@ class KmsgSource final : public KernelSource {
       const ssize_t n = do_read(buf, sizeof buf);
       if (n > 0) {
         splitter_.append(std::string_view(buf, static_cast<size_t>(n)));
+        got_data_ = true;
         return true;
       }
+      // A FIFO reads as empty until its writer has opened it; that is not the end.
+      if (n == 0 && fifo_ && !got_data_) return false;
       if (n == 0) {
         if (splitter_.finish(line, truncated)) add_stream_line(line, out);
         if (!pending_.empty()) take(pending_, out);
@@ -197,6 +201,8 @@ class KmsgSource final : public KernelSource {
   std::function<ssize_t(int, void*, size_t)> read_fn_;
   UniqueFd fd_;
   bool device_ = false;
+  bool fifo_ = false;
+  bool got_data_ = false;
   bool eof_ = false;
   std::string boot_id_;
   int64_t boot_realtime_ = 0;
