@@ -4,26 +4,6 @@
 
 namespace triage::collector {
 
-namespace {
-
-std::string fold_key(const KernelEvent& e, const std::string& shape) {
-  std::string k;
-  k.reserve(shape.size() + 96);
-  const char sep = '\x1f';
-  k.append(e.rule).push_back(sep);
-  k.append(e.kind).push_back(sep);
-  k.append(to_string(e.severity)).push_back(sep);
-  k.append(e.action).push_back(sep);
-  k.append(e.device).push_back(sep);
-  k.append(e.block).push_back(sep);
-  k.append(e.code ? std::to_string(*e.code) : "").push_back(sep);
-  k.append(e.boot_id).push_back(sep);
-  k.append(shape);
-  return k;
-}
-
-}  // namespace
-
 int64_t EventFolder::deadline(const Group& g) const {
   if (g.last < 0 || g.first < 0) return INT64_MAX;
   return std::min(g.last + quiet_, g.first + max_span_);
@@ -35,21 +15,18 @@ void EventFolder::emit(std::unordered_map<std::string, Group>::iterator it,
   groups_.erase(it);
 }
 
-std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t first,
-                             int64_t last, int64_t wall, std::vector<KernelEvent>& out,
-                             bool& merged,
-                             const std::function<void(KernelEvent&, bool fresh)>& fill) {
+std::string EventFolder::add(const std::string& key, int64_t first, int64_t last, int64_t wall,
+                             std::vector<KernelEvent>& out, bool& merged,
+                             const std::function<KernelEvent()>& make,
+                             const std::function<void(KernelEvent&)>& merge) {
   merged = false;
-  const std::string key = fold_key(e, shape);
   auto it = groups_.find(key);
   if (it != groups_.end()) {
     Group& g = it->second;
     const bool in_burst =
         first < 0 || g.last < 0 || (first - g.last <= quiet_ && last - g.first <= max_span_);
     if (in_burst) {
-      g.event.count += e.count;
-      g.event.last_usec = std::max(g.event.last_usec, e.last_usec);
-      fill(g.event, false);
+      merge(g.event);
       if (last >= 0) g.last = std::max(g.last, last);
       if (g.first < 0) g.first = first;
       g.wall = wall;
@@ -61,9 +38,9 @@ std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t 
   }
   if (groups_.size() >= max_groups_) {
     // Too many distinct floods at once: the one that has waited longest goes out first.
-    auto oldest = std::min_element(groups_.begin(), groups_.end(), [](const auto& a, const auto& b) {
-      return a.second.order < b.second.order;
-    });
+    auto oldest = std::min_element(
+        groups_.begin(), groups_.end(),
+        [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
     emit(oldest, out);
   }
   Group g;
@@ -71,8 +48,7 @@ std::string EventFolder::add(KernelEvent&& e, const std::string& shape, int64_t 
   g.last = last;
   g.wall = wall;
   g.order = next_order_++;
-  g.event = std::move(e);
-  fill(g.event, true);
+  g.event = make();
   next_expiry_ = std::min(next_expiry_, deadline(g));
   std::string id = g.event.id;
   groups_.emplace(key, std::move(g));
@@ -95,7 +71,8 @@ void EventFolder::expire(int64_t now, std::vector<KernelEvent>& out) {
   next_expiry_ = lowest;
   // Emit in the order the bursts began, so output does not depend on hashing.
   std::sort(done.begin(), done.end());
-  for (const auto& d : done) emit(groups_.find(d.second), out);
+  for (const auto& d : done)
+    emit(groups_.find(d.second), out);
 }
 
 void EventFolder::flush(int64_t wall_now, int64_t idle_usec, std::vector<KernelEvent>& out) {
@@ -104,7 +81,8 @@ void EventFolder::flush(int64_t wall_now, int64_t idle_usec, std::vector<KernelE
     if (idle_usec == 0 || wall_now - g.wall >= idle_usec) done.emplace_back(g.order, key);
   }
   std::sort(done.begin(), done.end());
-  for (const auto& d : done) emit(groups_.find(d.second), out);
+  for (const auto& d : done)
+    emit(groups_.find(d.second), out);
   if (groups_.empty()) next_expiry_ = INT64_MAX;
 }
 

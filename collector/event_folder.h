@@ -19,14 +19,14 @@ class EventFolder {
   EventFolder(int64_t quiet_usec, int64_t max_span_usec, size_t max_groups = 4096)
       : quiet_(quiet_usec), max_span_(max_span_usec), max_groups_(max_groups) {}
 
-  // Takes a finished event whose first message had shape `shape`; `first`/`last` are its record
-  // times (-1 = unknown), `wall` our own monotonic clock. Events that end a burst are appended to
-  // `out`. `fill(event, fresh)` is called to complete the event when it starts a burst (fresh) or
-  // to add to the earlier event it is merged into. Returns the id of the event that now stands
-  // for this occurrence: its own, or that of the earlier one (`merged` says which).
-  std::string add(KernelEvent&& e, const std::string& shape, int64_t first, int64_t last,
-                  int64_t wall, std::vector<KernelEvent>& out, bool& merged,
-                  const std::function<void(KernelEvent&, bool fresh)>& fill);
+  // One occurrence of the flood `key`, at record times `first`/`last` (-1 = unknown) and our own
+  // monotonic clock `wall`. If it starts a burst, `make()` builds its event, which is held;
+  // otherwise `merge(event)` adds it to the earlier event of the burst. A burst this ends goes to
+  // `out`. Returns the id of the event that stands for this occurrence (`merged`: an earlier one).
+  std::string add(const std::string& key, int64_t first, int64_t last, int64_t wall,
+                  std::vector<KernelEvent>& out, bool& merged,
+                  const std::function<KernelEvent()>& make,
+                  const std::function<void(KernelEvent&)>& merge);
   // Emits bursts that are over at record time `now`.
   void expire(int64_t now, std::vector<KernelEvent>& out);
   // Emits bursts whose last event came at least `idle_usec` ago on our clock (all when 0).

@@ -46,8 +46,8 @@ class JournalSource final : public KernelSource {
     const size_t before = out.size();
     drain(out);
     if (out.size() == before) {
-      const uint64_t usec = timeout_ms < 0 ? static_cast<uint64_t>(-1)
-                                           : static_cast<uint64_t>(timeout_ms) * 1000;
+      const uint64_t usec =
+          timeout_ms < 0 ? static_cast<uint64_t>(-1) : static_cast<uint64_t>(timeout_ms) * 1000;
       const int r = timeout_ms == 0 ? sd_journal_process(j_) : sd_journal_wait(j_, usec);
       if (r < 0 && r != -EINVAL) throw_sd("wait", r);
       drain(out);
@@ -63,7 +63,8 @@ class JournalSource final : public KernelSource {
     int r = 0;
     if (!o.files.empty()) {
       std::vector<const char*> paths;
-      for (const auto& f : o.files) paths.push_back(f.c_str());
+      for (const auto& f : o.files)
+        paths.push_back(f.c_str());
       paths.push_back(nullptr);
       r = sd_journal_open_files(&j_, paths.data(), 0);
       what_ = "journal files " + o.files.front() + (o.files.size() > 1 ? " ..." : "");

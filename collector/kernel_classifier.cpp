@@ -68,26 +68,25 @@ struct KernelClassifier::Impl {
 
   void finish(OpenRecord&& r, std::vector<KernelEvent>& out) {
     const KernelRule& rule = rules->rules()[r.rule];
-    KernelEvent e = builder.build(r);
-    const bool may_cause = causes.link(e, r.first_time);
-    const std::string device = e.device;
-    std::string id = e.id;
+    const EventIdentity ident = builder.identify(r);
+    auto make = [&] {
+      KernelEvent e = builder.build(r, ident);
+      causes.name_cause(e, r.first_time);
+      return e;
+    };
+    std::string id;
     if (rule.fold) {
       bool merged = false;
-      id = folder.add(std::move(e), flood_shape(r.first_message), r.first_time, r.last_time,
-                      r.last_fed_wall, out, merged, [&](KernelEvent& target, bool fresh) {
-                        if (fresh) {
-                          builder.complete(target, r);
-                        } else {
-                          EventBuilder::append_lines(target, r);
-                        }
-                      });
+      id = folder.add(builder.flood_key(r, ident), r.first_time, r.last_time, r.last_fed_wall, out,
+                      merged, make, [&](KernelEvent& into) { EventBuilder::fold_into(into, r); });
       if (merged) ++stats.folded;
     } else {
-      builder.complete(e, r);
-      out.push_back(std::move(e));
+      out.push_back(make());
+      id = out.back().id;
     }
-    if (may_cause) causes.remember(device, id, r.first_time);
+    if (causes.may_be_cause(ident.kind, ident.code, ident.device)) {
+      causes.remember(ident.device, id, r.first_time);
+    }
   }
 
   void close(size_t i, std::vector<KernelEvent>& out) {
@@ -97,7 +96,8 @@ struct KernelClassifier::Impl {
   }
 
   void close_all(std::vector<KernelEvent>& out) {
-    while (!open.empty()) close(0, out);
+    while (!open.empty())
+      close(0, out);
     folder.flush(0, 0, out);
     causes.clear();
   }
@@ -134,9 +134,8 @@ struct KernelClassifier::Impl {
   static bool take(const std::vector<RulePattern>& patterns, std::string_view message,
                    OpenRecord& r) {
     for (const auto& p : patterns) {
-      if (match_pattern(p, message, [&](const std::string& n, std::string_view v) {
-            r.capture(n, v);
-          })) {
+      if (match_pattern(p, message,
+                        [&](const std::string& n, std::string_view v) { r.capture(n, v); })) {
         return true;
       }
     }
@@ -189,9 +188,11 @@ struct KernelClassifier::Impl {
     // 3. The first matching rule (in load order) opens a record.
     const size_t ri = lm.rules.front();
     const KernelRule& rule = rs.rules()[ri];
-    size_t pattern = 0;
-    if (!rs.opens(ri, message, pattern)) return;
     OpenRecord r;
+    if (!rs.opens(ri, message,
+                  [&](const std::string& n, std::string_view v) { r.capture(n, v); })) {
+      return;
+    }
     r.rule = ri;
     r.id = event_id_for(rec);
     if (piece > 0) r.id += "/" + std::to_string(piece);
@@ -199,16 +200,14 @@ struct KernelClassifier::Impl {
     r.host = rec.host;
     r.kernel_device = rec.kernel_device;
     r.first_message = std::string(message);
-    match_pattern(rule.patterns[pattern], message,
-                  [&](const std::string& n, std::string_view v) { r.capture(n, v); });
     // The opening line may also carry what continuation lines carry (an OOM report that starts at
     // its oom-kill: line because the header was filtered out).
     take(rule.continues, message, r);
     const auto dev = r.captures.find("device");
     r.device = canonical_device(dev != r.captures.end() ? dev->second : line_device);
     append(r, rs, rec, verbatim, message, t);
-    const bool single = rule.body == RecordBody::kListed && rule.continues.empty() &&
-                        rule.ends.empty();
+    const bool single =
+        rule.body == RecordBody::kListed && rule.continues.empty() && rule.ends.empty();
     if (single || take(rule.ends, message, r) || r.line_count >= rule.max_lines) {
       finish(std::move(r), out);
       return;
@@ -293,11 +292,12 @@ void KernelClassifier::feed(const KernelRecord& rec, std::vector<KernelEvent>& o
     size_t start = 0;
     for (size_t piece = 0;; ++piece) {
       const size_t nl = text.find('\n', start);
-      const std::string_view verbatim = text.substr(start, nl == std::string_view::npos ? nl : nl - start);
+      const std::string_view verbatim =
+          text.substr(start, nl == std::string_view::npos ? nl : nl - start);
       std::string_view message = verbatim;
       if (piece == 0) {
         message = rec.message_offset <= verbatim.size() ? verbatim.substr(rec.message_offset)
-                                                         : std::string_view{};
+                                                        : std::string_view{};
       }
       m.process_line(rec, verbatim, message, piece, t, out);
       if (nl == std::string_view::npos) break;
@@ -335,8 +335,12 @@ void KernelClassifier::flush(std::vector<KernelEvent>& out, int64_t idle_usec) {
   m.stats.events += out.size() - before;
 }
 
-std::string KernelClassifier::safe_resume_position() const { return impl_->safe_position; }
+std::string KernelClassifier::safe_resume_position() const {
+  return impl_->safe_position;
+}
 
-KernelClassifierStats KernelClassifier::stats() const { return impl_->stats; }
+KernelClassifierStats KernelClassifier::stats() const {
+  return impl_->stats;
+}
 
 }  // namespace triage::collector

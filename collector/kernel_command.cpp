@@ -54,7 +54,7 @@ struct Options {
 };
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "slurm-triage kernel: %s\n\n%s", message.c_str(), kUsage);
+  (void)std::fprintf(stderr, "slurm-triage kernel: %s\n\n%s", message.c_str(), kUsage);
   return 2;
 }
 
@@ -86,7 +86,8 @@ void drain(KernelSource& source, KernelClassifier& classifier, std::vector<Kerne
   while (true) {
     batch.clear();
     const bool more = source.read(batch, 0);
-    for (const auto& r : batch) classifier.feed(r, events);
+    for (const auto& r : batch)
+      classifier.feed(r, events);
     if (!more || batch.empty()) break;
   }
   classifier.flush(events);
@@ -103,7 +104,7 @@ bool parse_args(int argc, char** argv, Options& o, int& exit_code) {
       return argv[++i];
     };
     if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      (void)std::fputs(kUsage, stdout);
       exit_code = 0;
       return false;
     }
@@ -150,8 +151,9 @@ int run_kernel(int argc, char** argv) {
 
   const KernelRulesLoad load = load_kernel_rules(default_rule_layers(o.rule_dirs));
   if (!load.rules) {
-    for (const auto& e : load.errors) std::fprintf(stderr, "%s\n", e.what());
-    std::fprintf(stderr, "slurm-triage kernel: the kernel rules have errors\n");
+    for (const auto& e : load.errors)
+      (void)std::fprintf(stderr, "%s\n", e.what());
+    (void)std::fprintf(stderr, "slurm-triage kernel: the kernel rules have errors\n");
     return 2;
   }
   const bool live = !o.journal_dirs.empty() || !o.journal_files.empty() || !o.kmsg.empty();
@@ -163,7 +165,8 @@ int run_kernel(int argc, char** argv) {
     for (const auto& path : o.text_inputs) {
       UniqueFd fd;
       if (path != "-") fd = open_input(path);
-      auto src = open_text_source(path == "-" ? STDIN_FILENO : fd.get(), path == "-" ? "stdin" : path);
+      auto src =
+          open_text_source(path == "-" ? STDIN_FILENO : fd.get(), path == "-" ? "stdin" : path);
       info.sources.push_back(src->describe());
       drain(*src, classifier, events);
     }
@@ -191,7 +194,7 @@ int run_kernel(int argc, char** argv) {
       drain(*src, classifier, events);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "slurm-triage kernel: %s\n", e.what());
+    (void)std::fprintf(stderr, "slurm-triage kernel: %s\n", e.what());
     return 2;
   }
   info.stats = classifier.stats();
@@ -209,7 +212,7 @@ int run_kernel(int argc, char** argv) {
                             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                             .c_str());
   } else {
-    std::fputs(kernel_report_markdown(events, info).c_str(), stdout);
+    (void)std::fputs(kernel_report_markdown(events, info).c_str(), stdout);
   }
   return 0;
 }

@@ -10,9 +10,13 @@ namespace triage::collector {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // "123.456789" (one or more fraction digits) -> microseconds.
 bool parse_seconds(std::string_view s, int64_t& usec) {
@@ -48,12 +52,14 @@ bool parse_seconds(std::string_view s, int64_t& usec) {
 bool parse_monotonic_bracket(std::string_view s, size_t& consumed, int64_t& usec) {
   if (s.empty() || s[0] != '[') return false;
   const size_t close = s.find(']');
-  if (close == std::string_view::npos || close > 48) return false;
+  if (close > 48) return false;  // also when there is none (npos)
   std::string_view inner = s.substr(1, close - 1);
   const size_t lt = inner.find('<');
   if (lt != std::string_view::npos) inner = inner.substr(0, lt);
-  while (!inner.empty() && inner.front() == ' ') inner.remove_prefix(1);
-  while (!inner.empty() && inner.back() == ' ') inner.remove_suffix(1);
+  while (!inner.empty() && inner.front() == ' ')
+    inner.remove_prefix(1);
+  while (!inner.empty() && inner.back() == ' ')
+    inner.remove_suffix(1);
   if (!parse_seconds(inner, usec)) return false;
   consumed = close + 1;
   return true;
@@ -63,7 +69,7 @@ bool parse_monotonic_bracket(std::string_view s, size_t& consumed, int64_t& usec
 bool parse_ctime_bracket(std::string_view s, size_t& consumed, int64_t& usec) {
   if (s.size() < 26 || s[0] != '[' || s[4] != ' ') return false;
   const size_t close = s.find(']');
-  if (close == std::string_view::npos || close > 32) return false;
+  if (close > 32) return false;
   const auto t = parse_timestamp_usec(s.substr(1, close - 1));
   if (!t) return false;
   usec = *t;
@@ -107,12 +113,14 @@ bool parse_syslog_time(std::string_view s, int64_t now, size_t& consumed, int64_
   size_t i = 4;
   if (s[i] == ' ') ++i;
   int day = 0;
-  while (i < s.size() && is_digit(s[i]) && day < 100) day = day * 10 + (s[i++] - '0');
+  while (i < s.size() && is_digit(s[i]) && day < 100)
+    day = day * 10 + (s[i++] - '0');
   if (day < 1 || day > 31 || i >= s.size() || s[i] != ' ') return false;
   ++i;
   if (i + 8 > s.size() || s[i + 2] != ':' || s[i + 5] != ':') return false;
   size_t end = i + 8;
-  while (end < s.size() && (is_digit(s[end]) || s[end] == '.')) ++end;
+  while (end < s.size() && (is_digit(s[end]) || s[end] == '.'))
+    ++end;
   const std::string_view clock = s.substr(i, end - i);
   char buf[64];
   for (int year : {year_of(now), year_of(now) - 1}) {
@@ -134,21 +142,23 @@ bool parse_syslog_time(std::string_view s, int64_t now, size_t& consumed, int64_
 // "kern  :err   : " (dmesg -x): facility and level names, space padded.
 bool parse_decode_prefix(std::string_view s, size_t& consumed, int& facility, int& priority) {
   static constexpr std::array<std::string_view, 24> kFacilities = {
-      "kern",   "user",   "mail",   "daemon", "auth",   "syslog", "lpr",    "news",
-      "uucp",   "cron",   "authpriv", "ftp",  "",       "",       "",       "",
-      "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"};
+      "kern",   "user",   "mail",     "daemon", "auth",   "syslog", "lpr",    "news",
+      "uucp",   "cron",   "authpriv", "ftp",    "",       "",       "",       "",
+      "local0", "local1", "local2",   "local3", "local4", "local5", "local6", "local7"};
   static constexpr std::array<std::string_view, 8> kLevels = {"emerg", "alert",  "crit", "err",
                                                               "warn",  "notice", "info", "debug"};
   const size_t c1 = s.find(':');
-  if (c1 == std::string_view::npos || c1 > 10) return false;
+  if (c1 > 10) return false;
   std::string_view fac = s.substr(0, c1);
-  while (!fac.empty() && fac.back() == ' ') fac.remove_suffix(1);
+  while (!fac.empty() && fac.back() == ' ')
+    fac.remove_suffix(1);
   const size_t c2 = s.find(':', c1 + 1);
   if (c2 == std::string_view::npos || c2 - c1 > 9 || c2 + 1 >= s.size() || s[c2 + 1] != ' ') {
     return false;
   }
   std::string_view lvl = s.substr(c1 + 1, c2 - c1 - 1);
-  while (!lvl.empty() && lvl.back() == ' ') lvl.remove_suffix(1);
+  while (!lvl.empty() && lvl.back() == ' ')
+    lvl.remove_suffix(1);
   int f = -1;
   for (size_t i = 0; i < kFacilities.size(); ++i) {
     if (!kFacilities[i].empty() && kFacilities[i] == fac) f = static_cast<int>(i);
@@ -200,11 +210,13 @@ bool parse_kernel_tag(std::string_view s, size_t& consumed, std::string_view& ho
 bool parse_caller_id(std::string_view s, size_t& consumed) {
   if (s.size() < 4 || s[0] != '[') return false;
   size_t i = 1;
-  while (i < s.size() && s[i] == ' ') ++i;
+  while (i < s.size() && s[i] == ' ')
+    ++i;
   if (i >= s.size() || (s[i] != 'T' && s[i] != 'C')) return false;
   ++i;
   const size_t digits = i;
-  while (i < s.size() && is_digit(s[i])) ++i;
+  while (i < s.size() && is_digit(s[i]))
+    ++i;
   if (i == digits || i >= s.size() || s[i] != ']') return false;
   ++i;
   if (i < s.size() && s[i] == ' ') ++i;
@@ -240,7 +252,8 @@ ParsedLine parse_kernel_line(std::string_view line, int64_t now_usec) {
   if (line.size() > 3 && line[0] == '<') {
     size_t i = 1;
     int v = 0;
-    while (i < line.size() && is_digit(line[i]) && v < 1024) v = v * 10 + (line[i++] - '0');
+    while (i < line.size() && is_digit(line[i]) && v < 1024)
+      v = v * 10 + (line[i++] - '0');
     if (i > 1 && i < line.size() && line[i] == '>') {
       out.priority = v & 7;
       out.facility = v >> 3;
@@ -255,13 +268,8 @@ ParsedLine parse_kernel_line(std::string_view line, int64_t now_usec) {
   if (parse_monotonic_bracket(rest, n, t)) {
     out.monotonic_usec = t;
     timestamped = true;
-  } else if (parse_ctime_bracket(rest, n, t)) {
-    out.realtime_usec = t;
-    timestamped = true;
-  } else if (parse_iso_token(rest, n, t)) {
-    out.realtime_usec = t;
-    timestamped = true;
-  } else if (parse_syslog_time(rest, now_usec, n, t)) {
+  } else if (parse_ctime_bracket(rest, n, t) || parse_iso_token(rest, n, t) ||
+             parse_syslog_time(rest, now_usec, n, t)) {
     out.realtime_usec = t;
     timestamped = true;
   }

@@ -50,9 +50,11 @@ struct KernelRecord {
   uint64_t seq = 0;  // kmsg sequence number, journal seqnum, or a running line number for text
   SeqSpace seq_space = SeqSpace::kText;
   std::string seq_scope;  // what `seq` counts within: the journal's seqnum id (8 hex digits)
-  std::string position;  // where to resume *after* this record: a journal cursor, "kmsg:<boot>:<seq>"
-  std::string host;      // _HOSTNAME when the source knows it
-  std::string kernel_device;  // the kmsg dictionary's DEVICE= / journal _KERNEL_DEVICE ("+pci:0000:c1:00.0")
+  std::string
+      position;      // where to resume *after* this record: a journal cursor, "kmsg:<boot>:<seq>"
+  std::string host;  // _HOSTNAME when the source knows it
+  std::string kernel_device;  // the kmsg dictionary's DEVICE= / journal _KERNEL_DEVICE
+                              // ("+pci:0000:c1:00.0")
   int64_t lost_before = 0;    // records the source knows were lost just before this one (kmsg
                               // overrun); -1 = an unknown number may be lost (journal cursor gone)
 

@@ -24,8 +24,9 @@ std::string when(const KernelEvent& e) {
   const int64_t mono = monotonic_of(e);
   if (mono >= 0) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%lld.%06llds after boot", static_cast<long long>(mono / 1000000),
-                  static_cast<long long>(mono % 1000000));
+    (void)std::snprintf(buf, sizeof buf, "%lld.%06llds after boot",
+                        static_cast<long long>(mono / 1000000),
+                        static_cast<long long>(mono % 1000000));
     return buf;
   }
   return "unknown time";
@@ -59,7 +60,8 @@ nlohmann::json kernel_report_json(const std::vector<KernelEvent>& events,
                                   const KernelReportInfo& info) {
   nlohmann::json j = nlohmann::json::object();
   j["events"] = nlohmann::json::array();
-  for (const auto& e : events) j["events"].push_back(e);
+  for (const auto& e : events)
+    j["events"].push_back(e);
   if (!info.host.empty()) j["host"] = info.host;
   j["sources"] = info.sources;
   j["records"] = info.stats.records;
@@ -75,7 +77,8 @@ std::string kernel_report_markdown(const std::vector<KernelEvent>& events,
   md += "\n\n";
 
   std::map<Severity, size_t> by_severity;
-  for (const auto& e : events) ++by_severity[e.severity];
+  for (const auto& e : events)
+    ++by_severity[e.severity];
   md += "Read " + with_thousands(info.stats.records) + " kernel lines";
   if (!info.sources.empty()) {
     md += " from ";
@@ -143,7 +146,8 @@ std::string kernel_report_markdown(const std::vector<KernelEvent>& events,
     if (!e.block.empty()) facts.push_back("block " + md_code_span(e.block));
     if (!facts.empty()) {
       md += "- ";
-      for (size_t f = 0; f < facts.size(); ++f) md += (f ? "; " : "") + facts[f];
+      for (size_t f = 0; f < facts.size(); ++f)
+        md += (f ? "; " : "") + facts[f];
       md += "\n";
     }
     md += "- first seen " + md_inline(when(e));

@@ -9,12 +9,26 @@ namespace triage::collector {
 
 namespace {
 
-constexpr std::array<std::string_view, 20> kKinds = {
-    "oom-kill",       "gpu-ras-uncorrectable", "gpu-ras-correctable", "gpu-hardware-error",
-    "gpu-ring-timeout", "gpu-reset",           "gpu-page-fault",      "gpu-init-failure",
-    "gpu-driver-oops", "nvidia-xid",           "gpu-fallen-off-bus",  "hung-task",
-    "soft-lockup",    "rcu-stall",             "mce",                 "pcie-aer",
-    "nfs-timeout",    "lustre-error",          "link-down",           "kernel-oops"};
+constexpr std::array<std::string_view, 20> kKinds = {"oom-kill",
+                                                     "gpu-ras-uncorrectable",
+                                                     "gpu-ras-correctable",
+                                                     "gpu-hardware-error",
+                                                     "gpu-ring-timeout",
+                                                     "gpu-reset",
+                                                     "gpu-page-fault",
+                                                     "gpu-init-failure",
+                                                     "gpu-driver-oops",
+                                                     "nvidia-xid",
+                                                     "gpu-fallen-off-bus",
+                                                     "hung-task",
+                                                     "soft-lockup",
+                                                     "rcu-stall",
+                                                     "mce",
+                                                     "pcie-aer",
+                                                     "nfs-timeout",
+                                                     "lustre-error",
+                                                     "link-down",
+                                                     "kernel-oops"};
 
 constexpr std::array<std::string_view, 5> kActions = {"none", "investigate", "reset-gpu", "drain",
                                                       "reboot-at-job-boundary"};
@@ -35,20 +49,6 @@ bool is_event_action(std::string_view action) {
   return false;
 }
 
-bool KernelRules::opens(size_t i, std::string_view message, size_t& pattern) const {
-  const KernelRule& r = rules_[i];
-  const re2::StringPiece text(message.data(), message.size());
-  for (size_t p = 0; p < r.patterns.size(); ++p) {
-    if (!RE2::PartialMatch(text, *r.patterns[p].re)) continue;
-    for (const auto& u : r.unless) {
-      if (RE2::PartialMatch(text, *u.re)) return false;
-    }
-    pattern = p;
-    return true;
-  }
-  return false;
-}
-
 void KernelRules::match(std::string_view message, LineMatch& m) const {
   m.harmless = false;
   m.rules.clear();
@@ -62,9 +62,11 @@ void KernelRules::match(std::string_view message, LineMatch& m) const {
     for (const auto& h : harmless_) {
       if (RE2::PartialMatch(text, *h.re)) m.harmless = true;
     }
-    size_t unused = 0;
     for (size_t i = 0; i < rules_.size(); ++i) {
-      if (!rules_[i].is_refiner() && opens(i, message, unused)) m.rules.push_back(i);
+      if (!rules_[i].is_refiner() &&
+          opens(i, message, [](const std::string&, std::string_view) {})) {
+        m.rules.push_back(i);
+      }
     }
     return;
   }
@@ -76,10 +78,12 @@ void KernelRules::match(std::string_view message, LineMatch& m) const {
     }
     const auto idx = static_cast<size_t>(owner);
     bool seen = false;
-    for (const size_t r : m.rules) seen |= r == idx;
+    for (const size_t r : m.rules)
+      seen |= r == idx;
     if (seen) continue;
     bool vetoed = false;
-    for (const auto& u : rules_[idx].unless) vetoed |= RE2::PartialMatch(text, *u.re);
+    for (const auto& u : rules_[idx].unless)
+      vetoed |= RE2::PartialMatch(text, *u.re);
     if (!vetoed) m.rules.push_back(idx);
   }
   // Load order decides which rule a line belongs to when several match.
@@ -120,9 +124,11 @@ bool KernelRules::job_from_cgroup(std::string_view cgroup, uint64_t& job_id,
 std::vector<std::string> KernelRules::opener_patterns() const {
   std::vector<std::string> out;
   for (const auto& r : rules_) {
-    for (const auto& p : r.patterns) out.push_back(p.re->pattern());
+    for (const auto& p : r.patterns)
+      out.push_back(p.re->pattern());
   }
-  for (const auto& h : harmless_) out.push_back(h.re->pattern());
+  for (const auto& h : harmless_)
+    out.push_back(h.re->pattern());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <re2/re2.h>
 #include <re2/set.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,8 +33,10 @@ struct RulePattern {
 };
 
 // Runs `p` over `text`; on a match, calls emit(name, value) for every named group that took part.
+// `likely` says the caller expects a match (an opener the combined automaton already found): then
+// the quick no-match test, which pays off for the many lines that do not match, is skipped.
 template <typename Emit>
-bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit);
+bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit, bool likely = false);
 
 enum class RecordBody {
   kListed,  // only `continue` / `end` lines extend the record
@@ -84,8 +87,9 @@ struct XidInfo {
 struct RasBlockInfo {
   std::string meaning;
   std::string metric;  // the hw_gpu_ras_<metric>_{ue,ce}_total family the block feeds
-  Severity severity[3] = {Severity::kCritical, Severity::kWarning, Severity::kError};  // ue, ce, de
-  std::string action[3] = {"drain", "investigate", "investigate"};
+  // Indexed ue, ce, de.
+  std::array<Severity, 3> severity = {Severity::kCritical, Severity::kWarning, Severity::kError};
+  std::array<std::string, 3> action = {"drain", "investigate", "investigate"};
 };
 
 class KernelRules {
@@ -97,9 +101,10 @@ class KernelRules {
     std::vector<size_t> rules;
   };
   void match(std::string_view message, LineMatch& m) const;
-  // Whether rule `i` opens on `message` (its patterns, minus `unless`); the capturing pattern's
-  // index is stored in `pattern`.
-  bool opens(size_t i, std::string_view message, size_t& pattern) const;
+  // Whether rule `i` opens on `message` (its patterns, minus `unless`); the named groups of the
+  // pattern that matched go to emit(name, value).
+  template <typename Emit>
+  bool opens(size_t i, std::string_view message, Emit&& emit) const;
 
   const std::vector<KernelRule>& rules() const { return rules_; }
   const XidInfo& xid(int64_t code, bool& known) const;
@@ -127,11 +132,14 @@ class KernelRules {
 };
 
 template <typename Emit>
-bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit) {
+bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit, bool likely) {
   const re2::StringPiece piece(text.data(), text.size());
-  // Most lines do not match; the automaton answers that much faster than a submatch search.
-  if (!p.re->Match(piece, 0, text.size(), RE2::UNANCHORED, nullptr, 0)) return false;
-  if (p.groups.empty()) return true;
+  // Most lines do not match; the automaton answers that much faster than a submatch search
+  // (which RE2 runs directly on short lines).
+  if (!likely || p.groups.empty()) {
+    if (!p.re->Match(piece, 0, text.size(), RE2::UNANCHORED, nullptr, 0)) return false;
+    if (p.groups.empty()) return true;
+  }
   const int n = p.re->NumberOfCapturingGroups() + 1;
   re2::StringPiece groups[32];
   if (n > 32) return false;
@@ -141,6 +149,22 @@ bool match_pattern(const RulePattern& p, std::string_view text, Emit&& emit) {
     if (g.data() != nullptr) emit(name, std::string_view(g.data(), g.size()));
   }
   return true;
+}
+
+template <typename Emit>
+bool KernelRules::opens(size_t i, std::string_view message, Emit&& emit) const {
+  const KernelRule& r = rules_[i];
+  const re2::StringPiece text(message.data(), message.size());
+  for (const auto& u : r.unless) {
+    if (RE2::PartialMatch(text, *u.re)) return false;
+  }
+  // The combined automaton said one of the patterns matches; a rule with several tries them in
+  // order, the cheap way first.
+  const bool one = r.patterns.size() == 1;
+  for (const auto& p : r.patterns) {
+    if (match_pattern(p, message, emit, one)) return true;
+  }
+  return false;
 }
 
 }  // namespace triage::collector

@@ -51,16 +51,28 @@ class KernelRulesBuilder {
     if (!check_keys(s, {{"pattern", true}})) return;
     auto& list = linesets_[s.id];
     list.clear();
-    for (const auto* e : s.all("pattern")) list.push_back(e);
-    if (list.empty()) errors_.push_back(s.error("a kernel-lines section needs at least one pattern"));
+    for (const auto* e : s.all("pattern"))
+      list.push_back(e);
+    if (list.empty())
+      errors_.push_back(s.error("a kernel-lines section needs at least one pattern"));
   }
 
   void add_rule(const RuleSection& s) {
-    if (!check_keys(s, {{"kind", false}, {"severity", false}, {"action", false},
-                        {"summary", false}, {"pattern", true}, {"unless", true},
-                        {"continue", true}, {"end", true}, {"body", false},
-                        {"max_lines", false}, {"gap", false}, {"fold", false},
-                        {"catalog", false}, {"refines", true}, {"match", true}})) {
+    if (!check_keys(s, {{"kind", false},
+                        {"severity", false},
+                        {"action", false},
+                        {"summary", false},
+                        {"pattern", true},
+                        {"unless", true},
+                        {"continue", true},
+                        {"end", true},
+                        {"body", false},
+                        {"max_lines", false},
+                        {"gap", false},
+                        {"fold", false},
+                        {"catalog", false},
+                        {"refines", true},
+                        {"match", true}})) {
       return;
     }
     KernelRule r;
@@ -127,16 +139,18 @@ class KernelRulesBuilder {
   }
 
   void add_xid(const RuleSection& s) {
-    if (!check_keys(s, {{"meaning", false}, {"severity", false}, {"action", false},
-                        {"fault", false}, {"cause_within", false}})) {
+    if (!check_keys(s, {{"meaning", false},
+                        {"severity", false},
+                        {"action", false},
+                        {"fault", false},
+                        {"cause_within", false}})) {
       return;
     }
     XidInfo x;
     if (const auto* e = s.first("meaning")) x.meaning = e->value;
     if (!severity_and_action(s, "severity", "action", x.severity, x.action)) return;
     if (const auto* e = s.first("fault")) {
-      static const std::set<std::string> kFaults = {"node", "application", "driver",
-                                                    "consequence"};
+      static const std::set<std::string> kFaults = {"node", "application", "driver", "consequence"};
       if (kFaults.count(e->value) == 0) {
         return fail(s, *e, "must be node, application, driver or consequence");
       }
@@ -158,9 +172,14 @@ class KernelRulesBuilder {
   }
 
   void add_ras_block(const RuleSection& s) {
-    if (!check_keys(s, {{"meaning", false}, {"metric", false}, {"ue_severity", false},
-                        {"ue_action", false}, {"ce_severity", false}, {"ce_action", false},
-                        {"de_severity", false}, {"de_action", false}})) {
+    if (!check_keys(s, {{"meaning", false},
+                        {"metric", false},
+                        {"ue_severity", false},
+                        {"ue_action", false},
+                        {"ce_severity", false},
+                        {"ce_action", false},
+                        {"de_severity", false},
+                        {"de_action", false}})) {
       return;
     }
     RasBlockInfo b;
@@ -198,9 +217,9 @@ class KernelRulesBuilder {
           return r.id == target && !r.is_refiner();
         });
         if (it == rules.end()) {
-          errors_.emplace_back(rules[i].file, rules[i].line,
-                               "[kernel-rule " + rules[i].id + "] refines unknown rule '" +
-                                   target + "'");
+          errors_.emplace_back(
+              rules[i].file, rules[i].line,
+              "[kernel-rule " + rules[i].id + "] refines unknown rule '" + target + "'");
           continue;
         }
         it->refined_by.push_back(i);
@@ -217,11 +236,14 @@ class KernelRulesBuilder {
       rules_->set_owner_.push_back(owner);
     };
     for (size_t i = 0; i < rules.size(); ++i) {
-      for (const auto& p : rules[i].patterns) add(p, static_cast<int>(i));
+      for (const auto& p : rules[i].patterns)
+        add(p, static_cast<int>(i));
     }
-    for (const auto& h : rules_->harmless_) add(h, -1);
+    for (const auto& h : rules_->harmless_)
+      add(h, -1);
     if (!rules_->set_->Compile()) {
-      errors_.emplace_back("kernel rules", 0, "the combined patterns do not compile (out of memory)");
+      errors_.emplace_back("kernel rules", 0,
+                           "the combined patterns do not compile (out of memory)");
     }
     if (!errors_.empty()) return nullptr;
     return rules_;
@@ -285,7 +307,8 @@ class KernelRulesBuilder {
           ok = false;
           continue;
         }
-        for (const auto* le : it->second) ok &= compile(s, *le, le->value, out);
+        for (const auto* le : it->second)
+          ok &= compile(s, *le, le->value, out);
         continue;
       }
       ok &= compile(s, *e, e->value, out);

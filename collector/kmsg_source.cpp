@@ -24,7 +24,7 @@ namespace triage::collector {
 namespace {
 
 constexpr size_t kBatch = 4096;
-constexpr size_t kRecordBuffer = 16 * 1024;  // above the kernel's largest record (8 KiB)
+constexpr size_t kRecordBuffer = size_t{16} * 1024;  // above the kernel's largest record (8 KiB)
 
 int64_t clock_usec(clockid_t id) {
   timespec ts{};
@@ -53,7 +53,9 @@ class KmsgSource final : public KernelSource {
     boot_id_ = read_boot_id(o.boot_id_path);
     if (!o.resume_after.empty()) {
       const auto r = parse_resume(o.resume_after);
-      if (!r) throw std::runtime_error("kmsg resume position '" + o.resume_after + "' is not kmsg:<boot>:<seq>");
+      if (!r)
+        throw std::runtime_error("kmsg resume position '" + o.resume_after +
+                                 "' is not kmsg:<boot>:<seq>");
       // A position from another boot says nothing about this boot's numbering.
       if (r->boot_id == boot_id_) {
         last_seq_ = r->seq;
@@ -178,7 +180,8 @@ class KmsgSource final : public KernelSource {
     }
     if (have_last_ && rec->seq <= last_seq_) return;  // already delivered before the resume
     int64_t lost = 0;
-    if (have_last_ && rec->seq > last_seq_ + 1) lost = static_cast<int64_t>(rec->seq - last_seq_ - 1);
+    if (have_last_ && rec->seq > last_seq_ + 1)
+      lost = static_cast<int64_t>(rec->seq - last_seq_ - 1);
     lost_ += static_cast<uint64_t>(lost);
     last_seq_ = rec->seq;
     have_last_ = true;

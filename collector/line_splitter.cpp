@@ -3,7 +3,7 @@
 namespace triage::collector {
 
 void LineSplitter::compact() {
-  if (start_ > 0 && (start_ == buf_.size() || start_ > 64 * 1024)) {
+  if (start_ > 0 && (start_ == buf_.size() || start_ > size_t{64} * 1024)) {
     buf_.erase(0, start_);
     start_ = 0;
   }

@@ -10,7 +10,7 @@ namespace triage::collector {
 
 class LineSplitter {
  public:
-  explicit LineSplitter(size_t max_line = 64 * 1024) : max_line_(max_line) {}
+  explicit LineSplitter(size_t max_line = size_t{64} * 1024) : max_line_(max_line) {}
 
   void append(std::string_view bytes) { buf_.append(bytes); }
   // The next complete line (without "\n" or "\r\n"), or false when none is complete yet. A line

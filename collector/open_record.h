@@ -13,8 +13,8 @@
 namespace triage::collector {
 
 struct OpenRecord {
-  size_t rule = 0;   // index into KernelRules::rules()
-  std::string id;    // the event id (from the first line)
+  size_t rule = 0;  // index into KernelRules::rules()
+  std::string id;   // the event id (from the first line)
   std::string device;
   std::string boot_id;
   std::string host;

@@ -16,7 +16,7 @@ namespace triage::collector {
 namespace {
 
 constexpr size_t kBatch = 4096;
-constexpr size_t kChunk = 64 * 1024;
+constexpr size_t kChunk = size_t{64} * 1024;
 
 class TextSource final : public KernelSource {
  public:

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "collector/kernel_rules.h"
@@ -17,10 +18,13 @@ class XidCauseTracker {
  public:
   explicit XidCauseTracker(const KernelRules& rules) : rules_(rules) {}
 
-  // `e` is a finished event first seen at record time `time` (-1 = unknown). When it is an Xid
-  // whose catalog entry asks for a cause, names it; returns whether `e` may itself be named as a
-  // cause later (then call remember() with the id it ends up under after folding).
-  bool link(KernelEvent& e, int64_t time) const;
+  // Names the cause of `e` (first seen at record time `time`, -1 = unknown) when it is an Xid
+  // whose catalog entry asks for one.
+  void name_cause(KernelEvent& e, int64_t time) const;
+  // Whether an Xid of this kind and code may later be named as a cause; then call remember()
+  // with the id it ends up under after folding.
+  bool may_be_cause(const std::string& kind, const std::optional<int64_t>& code,
+                    const std::string& device) const;
   void remember(const std::string& device, const std::string& id, int64_t time);
   // Forgets Xids that can no longer be named as a cause at record time `now`.
   void expire(int64_t now);

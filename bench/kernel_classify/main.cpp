@@ -51,7 +51,9 @@ Timing run(const std::vector<std::string>& argv) {
     ::close(out[0]);
     ::close(out[1]);
     std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.reserve(argv.size() + 1);
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     ::setenv("LC_ALL", "C", 1);
     ::execvp(args[0], args.data());
@@ -60,7 +62,8 @@ Timing run(const std::vector<std::string>& argv) {
   ::close(out[1]);
   char buf[4096];
   ssize_t n = 0;
-  while ((n = ::read(out[0], buf, sizeof buf)) > 0) t.output.append(buf, static_cast<size_t>(n));
+  while ((n = ::read(out[0], buf, sizeof buf)) > 0)
+    t.output.append(buf, static_cast<size_t>(n));
   ::close(out[0]);
   int status = 0;
   struct rusage ru {};
@@ -69,7 +72,8 @@ Timing run(const std::vector<std::string>& argv) {
   t.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   t.ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1);
-  while (!t.output.empty() && (t.output.back() == '\n')) t.output.pop_back();
+  while (!t.output.empty() && (t.output.back() == '\n'))
+    t.output.pop_back();
   return t;
 }
 
@@ -124,7 +128,8 @@ int main(int argc, char** argv) {
 
   auto load = triage::collector::load_kernel_rules({TRIAGE_SOURCE_RULES_DIR});
   if (!load.rules) {
-    for (const auto& e : load.errors) std::fprintf(stderr, "%s\n", e.what());
+    for (const auto& e : load.errors)
+      (void)std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
 
@@ -143,7 +148,8 @@ int main(int argc, char** argv) {
     while (more) {
       batch.clear();
       more = source->read(batch, 0);
-      for (const auto& r : batch) classifier.feed(r, out);
+      for (const auto& r : batch)
+        classifier.feed(r, out);
       events += out.size();
       out.clear();
     }
@@ -157,8 +163,9 @@ int main(int argc, char** argv) {
   const std::string patterns = (keep.empty() ? dir : std::string("/tmp")) + "/kernel-patterns.txt";
   {
     FILE* f = std::fopen(patterns.c_str(), "w");
-    for (const auto& p : load.rules->opener_patterns()) std::fprintf(f, "%s\n", portable(p).c_str());
-    std::fclose(f);
+    for (const auto& p : load.rules->opener_patterns())
+      (void)std::fprintf(f, "%s\n", portable(p).c_str());
+    (void)std::fclose(f);
   }
   const Timing grep = run({"grep", "-E", "-c", "-f", patterns, log});
   const Timing rg = run({"rg", "-c", "-j1", "-f", patterns, log});
@@ -171,9 +178,11 @@ int main(int argc, char** argv) {
               "cpu ratio", "result");
   std::printf("%-34s %9.3f %9.3f %14.0f %10s  %llu events (%llu harmless lines)\n",
               "slurm-triage classifier (1 core)", ours_wall, ours_cpu, n / ours_cpu, "1.00",
-              static_cast<unsigned long long>(events), static_cast<unsigned long long>(stats.harmless));
-  for (const auto& [name, t] : {std::pair<const char*, const Timing&>{"grep -E -c -f patterns", grep},
-                                std::pair<const char*, const Timing&>{"rg -c -j1 -f patterns", rg}}) {
+              static_cast<unsigned long long>(events),
+              static_cast<unsigned long long>(stats.harmless));
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Timing&>{"grep -E -c -f patterns", grep},
+        std::pair<const char*, const Timing&>{"rg -c -j1 -f patterns", rg}}) {
     if (!t.ok) {
       std::printf("%-34s %9s %9s %14s %10s  failed or missing: %s\n", name, "-", "-", "-", "-",
                   t.output.c_str());
@@ -185,8 +194,8 @@ int main(int argc, char** argv) {
   std::printf("target: >= 200000 lines/s on one core -> %s\n",
               n / ours_cpu >= 200000 ? "met" : "NOT met");
   if (keep.empty()) {
-    std::remove(log.c_str());
-    std::remove(patterns.c_str());
+    (void)std::remove(log.c_str());
+    (void)std::remove(patterns.c_str());
     ::rmdir(dir.c_str());
   }
   return 0;

@@ -51,7 +51,8 @@ std::string export_entry(const Entry& e, uint64_t n) {
   } else {
     s += "MESSAGE\n";
     const uint64_t len = e.message.size();
-    for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+    for (int i = 0; i < 8; ++i)
+      s.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
     s += e.message + "\n";
   }
   return s + "\n";
@@ -60,33 +61,29 @@ std::string export_entry(const Entry& e, uint64_t n) {
 class JournalSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(TRIAGE_JOURNAL_REMOTE, X_OK) != 0) GTEST_SKIP() << "systemd-journal-remote missing";
+    if (::access(TRIAGE_JOURNAL_REMOTE, X_OK) != 0)
+      GTEST_SKIP() << "systemd-journal-remote missing";
   }
 
   // Appends entries to the journal file `path` (created on first use).
   void journal(const std::string& path, const std::vector<Entry>& entries) {
     std::string exp;
-    for (const auto& e : entries) exp += export_entry(e, ++written_);
+    for (const auto& e : entries)
+      exp += export_entry(e, ++written_);
     const std::string in = dir.file("export-" + std::to_string(written_));
     write_file(in, exp);
     std::string out;
-    const int rc = run_command(std::string(TRIAGE_JOURNAL_REMOTE) + " --output=" + path + " " + in,
-                               out, true);
+    const int rc =
+        run_command(std::string(TRIAGE_JOURNAL_REMOTE) + " --output=" + path + " " + in, out, true);
     ASSERT_EQ(rc, 0) << out;
   }
 
   static std::vector<Entry> numbered(int from, int to, int64_t base_usec) {
     std::vector<Entry> v;
     for (int i = from; i <= to; ++i) {
-      v.push_back({"eth0: kernel line " + std::to_string(i), base_usec + i * 1000});
+      v.push_back({"eth0: kernel line " + std::to_string(i), base_usec + int64_t{i} * 1000});
     }
     return v;
-  }
-
-  static std::vector<std::string> texts(const std::vector<KernelRecord>& recs) {
-    std::vector<std::string> out;
-    for (const auto& r : recs) out.push_back(r.text);
-    return out;
   }
 
   static std::vector<KernelRecord> drain(KernelSource& s) {
@@ -105,10 +102,14 @@ class JournalSourceTest : public ::testing::Test {
 
 TEST_F(JournalSourceTest, KernelRecordsOnlyWithTheirFields) {
   const std::string file = dir.file("system.journal");
-  journal(file, {{"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.", 200000000},
-                 {"sshd[812]: Accepted publickey for alice", 200000500, "syslog"},
-                 {"amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!", 200001000, "kernel", "+pci:0000:c1:00.0"},
-                 {"NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has\nNVRM: fallen off the bus and is not responding to commands.", 200002000}});
+  journal(
+      file,
+      {{"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.", 200000000},
+       {"sshd[812]: Accepted publickey for alice", 200000500, "syslog"},
+       {"amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!", 200001000, "kernel", "+pci:0000:c1:00.0"},
+       {"NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system "
+        "has\nNVRM: fallen off the bus and is not responding to commands.",
+        200002000}});
   JournalOptions o;
   o.files = {file};
   auto src = open_journal_source(o);
@@ -126,11 +127,13 @@ TEST_F(JournalSourceTest, KernelRecordsOnlyWithTheirFields) {
   const auto cursor = parse_journal_cursor(r.position);
   ASSERT_TRUE(cursor);
   EXPECT_EQ(cursor->seqnum, r.seq);
-  EXPECT_EQ(event_id_for(r), kBoot + ":j" + cursor->seqnum_id.substr(0, 8) + "-" + std::to_string(r.seq));
+  EXPECT_EQ(event_id_for(r),
+            kBoot + ":j" + cursor->seqnum_id.substr(0, 8) + "-" + std::to_string(r.seq));
 
   KernelClassifier c(testing::shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  for (const auto& rec : recs) c.feed(rec, ev);
+  for (const auto& rec : recs)
+    c.feed(rec, ev);
   c.flush(ev);
   ASSERT_EQ(testing::of_kind(ev, "nvidia-xid").size(), 1U);
   ASSERT_EQ(testing::of_kind(ev, "gpu-reset").size(), 1U);
@@ -169,7 +172,8 @@ TEST_F(JournalSourceTest, AJournalThatGrowsWhileItIsRead) {
   EXPECT_EQ(drain(*src).size(), 5U);
   journal(file, numbered(6, 9, 2000000));
   std::vector<KernelRecord> more;
-  for (int i = 0; i < 50 && more.size() < 4; ++i) src->read(more, 100);
+  for (int i = 0; i < 50 && more.size() < 4; ++i)
+    src->read(more, 100);
   ASSERT_EQ(more.size(), 4U);
   EXPECT_EQ(more.front().text, "eth0: kernel line 6");
   EXPECT_EQ(more.back().text, "eth0: kernel line 9");
@@ -190,7 +194,8 @@ TEST_F(JournalSourceTest, RotationAndThenVacuuming) {
   // Rotation: journald carries on in a new file; the running reader follows.
   journal(jdir + "/system.journal", numbered(11, 15, 5000000));
   std::vector<KernelRecord> rotated;
-  for (int i = 0; i < 50 && rotated.size() < 5; ++i) live->read(rotated, 100);
+  for (int i = 0; i < 50 && rotated.size() < 5; ++i)
+    live->read(rotated, 100);
   ASSERT_EQ(rotated.size(), 5U);
   EXPECT_EQ(rotated.front().text, "eth0: kernel line 11");
 
@@ -209,11 +214,13 @@ TEST_F(JournalSourceTest, RotationAndThenVacuuming) {
   ASSERT_EQ(after_vacuum.size(), 5U);
   EXPECT_EQ(after_vacuum.front().text, "eth0: kernel line 11");
   EXPECT_EQ(after_vacuum.front().lost_before, -1);
-  for (size_t i = 1; i < after_vacuum.size(); ++i) EXPECT_EQ(after_vacuum[i].lost_before, 0);
+  for (size_t i = 1; i < after_vacuum.size(); ++i)
+    EXPECT_EQ(after_vacuum[i].lost_before, 0);
 
   KernelClassifier c(testing::shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  for (const auto& r : after_vacuum) c.feed(r, ev);
+  for (const auto& r : after_vacuum)
+    c.feed(r, ev);
   ASSERT_EQ(ev.size(), 1U);
   EXPECT_EQ(ev[0].kind, "records-lost");
   EXPECT_EQ(ev[0].fields.at("lost"), "unknown");
@@ -230,7 +237,8 @@ TEST_F(JournalSourceTest, StartAtTailReadsOnlyNewRecords) {
   EXPECT_TRUE(drain(*src).empty());
   journal(jdir + "/system.journal", numbered(6, 6, 2000000));
   std::vector<KernelRecord> more;
-  for (int i = 0; i < 50 && more.empty(); ++i) src->read(more, 100);
+  for (int i = 0; i < 50 && more.empty(); ++i)
+    src->read(more, 100);
   ASSERT_EQ(more.size(), 1U);
   EXPECT_EQ(more[0].text, "eth0: kernel line 6");
 }

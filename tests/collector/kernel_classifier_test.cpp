@@ -30,14 +30,19 @@ KernelRecord rec(uint64_t seq, double seconds, std::string text) {
 TEST(KernelClassifier, Xid45AfterAFatalXidNamesItAsTheCause) {
   KernelClassifier c(shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  c.feed(rec(10, 100.0, "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."), ev);
+  c.feed(rec(10, 100.0,
+             "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+             "the bus."),
+         ev);
   for (uint64_t i = 0; i < 3; ++i) {
     c.feed(rec(11 + i, 100.001 + 0.001 * static_cast<double>(i),
-               "NVRM: Xid (PCI:0000:3b:00): 45, pid=4242, name=python3, Ch 0000000" + std::to_string(8 + i)),
+               "NVRM: Xid (PCI:0000:3b:00): 45, pid=4242, name=python3, Ch 0000000" +
+                   std::to_string(8 + i)),
            ev);
   }
   // Another GPU's Xid 45 has no cause on its own GPU.
-  c.feed(rec(20, 100.01, "NVRM: Xid (PCI:0000:5e:00): 45, pid=4243, name=python3, Ch 00000001"), ev);
+  c.feed(rec(20, 100.01, "NVRM: Xid (PCI:0000:5e:00): 45, pid=4243, name=python3, Ch 00000001"),
+         ev);
   c.flush(ev);
   const auto xids = of_kind(ev, "nvidia-xid");
   ASSERT_EQ(xids.size(), 3U);
@@ -54,7 +59,10 @@ TEST(KernelClassifier, Xid45AfterAFatalXidNamesItAsTheCause) {
 TEST(KernelClassifier, Xid45LongAfterTheFatalOneHasNoCause) {
   KernelClassifier c(shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  c.feed(rec(10, 100.0, "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."), ev);
+  c.feed(rec(10, 100.0,
+             "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error "
+             "(DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."),
+         ev);
   c.feed(rec(11, 400.0, "NVRM: Xid (PCI:0000:3b:00): 45, pid=2, name=y, Ch 00000008"), ev);
   c.flush(ev);
   const auto xids = of_kind(ev, "nvidia-xid");
@@ -66,7 +74,8 @@ TEST(KernelClassifier, NvidiaMultiLineMessageInOneKmsgRecord) {
   KernelClassifier c(shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
   c.feed(rec(5, 50.0,
-             "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+             "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this "
+             "system has\n"
              "NVRM: fallen off the bus and is not responding to commands."),
          ev);
   c.flush(ev);
@@ -83,7 +92,8 @@ TEST(KernelClassifier, NvidiaMultiLineMessageAsDmesgPrintsIt) {
       "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
       "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
       "               NVRM: fallen off the bus and is not responding to commands.\n"
-      "[ 1843.308200] NVRM: Xid (PCI:0000:b3:00): 79, pid=1, name=x, GPU has fallen off the bus.\n");
+      "[ 1843.308200] NVRM: Xid (PCI:0000:b3:00): 79, pid=1, name=x, GPU has fallen off the "
+      "bus.\n");
   ASSERT_EQ(of_kind(ev, "gpu-fallen-off-bus").size(), 1U);
   EXPECT_EQ(of_kind(ev, "gpu-fallen-off-bus")[0]->lines.size(), 3U);
   EXPECT_EQ(of_kind(ev, "nvidia-xid").size(), 1U);
@@ -91,12 +101,16 @@ TEST(KernelClassifier, NvidiaMultiLineMessageAsDmesgPrintsIt) {
 
 TEST(KernelClassifier, InterleavedPageFaultsOfTwoGpusStayApart) {
   const auto ev = classify_text(
-      "[ 10.000001] amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:3 pasid:32781)\n"
-      "[ 10.000002] amdgpu 0000:83:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:5 pasid:32790)\n"
+      "[ 10.000001] amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:3 "
+      "pasid:32781)\n"
+      "[ 10.000002] amdgpu 0000:83:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:5 "
+      "pasid:32790)\n"
       "[ 10.000003] amdgpu 0000:03:00.0: amdgpu:  Process python3 pid 100 thread python3 pid 101\n"
       "[ 10.000004] amdgpu 0000:83:00.0: amdgpu:  Process python3 pid 200 thread python3 pid 201\n"
-      "[ 10.000005] amdgpu 0000:03:00.0: amdgpu:   in page starting at address 0x0000000000001000 from client 10\n"
-      "[ 10.000006] amdgpu 0000:83:00.0: amdgpu:   in page starting at address 0x0000000000002000 from client 10\n");
+      "[ 10.000005] amdgpu 0000:03:00.0: amdgpu:   in page starting at address 0x0000000000001000 "
+      "from client 10\n"
+      "[ 10.000006] amdgpu 0000:83:00.0: amdgpu:   in page starting at address 0x0000000000002000 "
+      "from client 10\n");
   const auto faults = of_kind(ev, "gpu-page-fault");
   ASSERT_EQ(faults.size(), 2U);
   for (const auto* f : faults) {
@@ -131,7 +145,8 @@ TEST(KernelClassifier, RepeatsOnDifferentGpusDoNotFoldTogether) {
   const auto ev = classify_text(
       "[ 1.0] amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=3\n"
       "[ 1.1] amdgpu 0000:83:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=7, emitted seq=9\n"
-      "[ 1.2] amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=4, emitted seq=6\n");
+      "[ 1.2] amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=4, emitted "
+      "seq=6\n");
   const auto t = of_kind(ev, "gpu-ring-timeout");
   ASSERT_EQ(t.size(), 2U);
   EXPECT_EQ(t[0]->device == "0000:03:00.0" ? t[0]->count : t[1]->count, 2U);
@@ -140,7 +155,8 @@ TEST(KernelClassifier, RepeatsOnDifferentGpusDoNotFoldTogether) {
 TEST(KernelClassifier, UserspaceWritingIntoKmsgIsNotTrusted) {
   KernelClassifier c(shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  KernelRecord spoof = rec(1, 1.0, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.");
+  KernelRecord spoof =
+      rec(1, 1.0, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.");
   spoof.facility = 1;  // LOG_USER: written by a process, not the kernel
   c.feed(spoof, ev);
   c.flush(ev);
@@ -202,6 +218,38 @@ TEST(KernelClassifier, FlushEmitsWhatIsHeld) {
   EXPECT_EQ(c.safe_resume_position(), "kmsg:" + kBoot + ":1");
 }
 
+TEST(KernelClassifier, AFloodLongerThanTheSpanLimitIsCutIntoEvents) {
+  std::string text;
+  for (int s = 0; s < 400; ++s) {
+    text +=
+        "[" + std::to_string(100 + s) + ".000000] nfs: server fs01 not responding, still trying\n";
+  }
+  const auto ev = classify_text(text);
+  ASSERT_EQ(ev.size(), 2U);
+  EXPECT_EQ(ev[0].count + ev[1].count, 400U);
+  EXPECT_EQ(ev[0].count, 301U);  // 300 s span at one line a second
+}
+
+TEST(KernelClassifier, AnEndlessFloodStillLetsTheSafePositionAdvance) {
+  KernelClassifierOptions o;
+  o.max_hold_usec = 60'000'000;
+  KernelClassifier c(shipped_rules(), "node003", o);
+  std::vector<KernelEvent> ev;
+  // Two floods overlapping without a pause, for ten minutes.
+  for (uint64_t i = 0; i < 1200; ++i) {
+    const double t = 100.0 + 0.5 * static_cast<double>(i);
+    c.feed(rec(2 * i + 1, t, "nfs: server fs01 not responding, still trying"), ev);
+    c.feed(rec(2 * i + 2, t + 0.25,
+               "pcieport 0000:00:03.1: AER: Corrected error received: 0000:41:00.0"),
+           ev);
+  }
+  const auto pos = c.safe_resume_position();
+  ASSERT_FALSE(pos.empty());
+  const auto seq = std::stoull(pos.substr(pos.rfind(':') + 1));
+  EXPECT_GT(seq, 2000U) << "the safe position lags by more than the hold limit";
+  EXPECT_GE(ev.size(), 18U);
+}
+
 TEST(KernelClassifier, JournalctlOutputOfSeveralBoots) {
   const auto ev = classify_text(
       "-- Boot 11111111111111111111111111111111 --\n"
@@ -215,9 +263,11 @@ TEST(KernelClassifier, JournalctlOutputOfSeveralBoots) {
 }
 
 TEST(KernelClassifier, JunkAndHugeLinesAreHandled) {
-  std::string text = std::string("\0\x01\xff\xfe garbage\n", 14);
+  std::string text = std::string("\0\x01\xff\xfe garbage\n", 13);
   text += std::string(200000, 'A') + "\n";
-  text += "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=\xff\xfe\x80, GPU has fallen off the bus.\n";
+  text +=
+      "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=\xff\xfe\x80, GPU has fallen off the "
+      "bus.\n";
   text += "\xc3\x28 invalid utf-8\n";
   const auto ev = classify_text(text);
   ASSERT_EQ(ev.size(), 1U);

@@ -36,11 +36,11 @@ TEST(KernelCommand, DmesgOnStdinAsJson) {
     kinds.insert(e["kind"].get<std::string>());
     EXPECT_EQ(e["host"], "node003");
   }
-  for (const char* k : {"oom-kill", "nvidia-xid", "gpu-driver-oops", "gpu-page-fault", "gpu-reset",
-                        "gpu-ras-uncorrectable", "gpu-ras-correctable", "gpu-hardware-error",
-                        "pcie-aer", "nfs-timeout", "lustre-error", "link-down", "hung-task",
-                        "soft-lockup", "rcu-stall", "mce", "gpu-init-failure",
-                        "gpu-fallen-off-bus", "gpu-ring-timeout"}) {
+  for (const char* k :
+       {"oom-kill", "nvidia-xid", "gpu-driver-oops", "gpu-page-fault", "gpu-reset",
+        "gpu-ras-uncorrectable", "gpu-ras-correctable", "gpu-hardware-error", "pcie-aer",
+        "nfs-timeout", "lustre-error", "link-down", "hung-task", "soft-lockup", "rcu-stall", "mce",
+        "gpu-init-failure", "gpu-fallen-off-bus", "gpu-ring-timeout"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
 }
@@ -60,16 +60,20 @@ TEST(KernelCommand, MarkdownReportEscapesWhatTheKernelSaid) {
   // The task name from the log appears as a code span (literal in Markdown) and verbatim inside
   // the fenced block; nowhere else may it act as Markdown or HTML.
   EXPECT_NE(out.find("pid 42 (`` evil|`cmd`<b> ``)"), std::string::npos) << out;
-  EXPECT_NE(out.find("```\n[  10.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=42, name=evil|`cmd`<b>"),
-            std::string::npos);
+  EXPECT_NE(
+      out.find("```\n[  10.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=42, name=evil|`cmd`<b>"),
+      std::string::npos);
   size_t raw = 0;
-  for (size_t at = out.find("<b>"); at != std::string::npos; at = out.find("<b>", at + 1)) ++raw;
+  for (size_t at = out.find("<b>"); at != std::string::npos; at = out.find("<b>", at + 1))
+    ++raw;
   EXPECT_EQ(raw, 2U) << "only the code span and the code block may hold the raw text";
 }
 
 TEST(KernelCommand, CleanLogSaysSo) {
   std::string out;
-  ASSERT_EQ(run_command("printf '[ 1.0] usb 1-1: new device\\n' | " + kCli + " kernel - --format md", out), 0);
+  ASSERT_EQ(run_command(
+                "printf '[ 1.0] usb 1-1: new device\\n' | " + kCli + " kernel - --format md", out),
+            0);
   EXPECT_NE(out.find("Nothing in this kernel log points at a problem."), std::string::npos);
 }
 
@@ -80,7 +84,8 @@ TEST(KernelCommand, JournalAndKmsgInputs) {
              "4,7,5000000,-;nfs: server fs01 not responding, timed out\n"
              "3,8,6000000,-;amdgpu 0000:c1:00.0: amdgpu: device lost from bus!\n");
   std::string out;
-  ASSERT_EQ(run_command(kCli + " kernel --kmsg " + dir.file("kmsg") + " --format json", out), 0) << out;
+  ASSERT_EQ(run_command(kCli + " kernel --kmsg " + dir.file("kmsg") + " --format json", out), 0)
+      << out;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j["events"].size(), 2U);
   EXPECT_EQ(j["events"][0]["kind"], "nfs-timeout");

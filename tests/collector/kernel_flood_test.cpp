@@ -91,8 +91,8 @@ TEST(KernelFlood, EightHundredThousandRepeatsAreOneEvent) {
   EXPECT_EQ(classifier.stats().folded, static_cast<uint64_t>(kLines - 1));
   if (!kSanitized) {
     // Flat: the last 700,000 lines cost (next to) nothing.
-    EXPECT_LT(rss_late - rss_early, 8 * 1024) << "RSS grew from " << rss_early << " to " << rss_late
-                                              << " KiB";
+    EXPECT_LT(rss_late - rss_early, 8 * 1024)
+        << "RSS grew from " << rss_early << " to " << rss_late << " KiB";
   }
 }
 

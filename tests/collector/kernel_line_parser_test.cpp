@@ -33,14 +33,16 @@ TEST(KernelLineParser, DmesgWithHumanTimestamps) {
 }
 
 TEST(KernelLineParser, DmesgIsoTimestamps) {
-  const std::string line = "2026-11-21T12:00:01,123456+00:00 nfs: server fs01 not responding, still trying";
+  const std::string line =
+      "2026-11-21T12:00:01,123456+00:00 nfs: server fs01 not responding, still trying";
   const ParsedLine p = parse_kernel_line(line, kNow);
   EXPECT_EQ(p.realtime_usec, *parse_timestamp_usec("2026-11-21T12:00:01.123456Z"));
   EXPECT_EQ(message_of(line, p), "nfs: server fs01 not responding, still trying");
 }
 
 TEST(KernelLineParser, JournalctlShortFormatNamesTheHost) {
-  const std::string line = "Nov 21 12:00:01 node003 kernel: mce: [Hardware Error]: Machine check events logged";
+  const std::string line =
+      "Nov 21 12:00:01 node003 kernel: mce: [Hardware Error]: Machine check events logged";
   const ParsedLine p = parse_kernel_line(line, kNow);
   EXPECT_EQ(p.host, "node003");
   EXPECT_EQ(p.realtime_usec, *parse_timestamp_usec("2026-11-21T12:00:01Z"));
@@ -65,7 +67,8 @@ TEST(KernelLineParser, JournalctlShortIsoAndPrecise) {
 }
 
 TEST(KernelLineParser, JournalctlShortMonotonic) {
-  const std::string line = "[  300.000001] node003 kernel: INFO: task python3:1234 blocked for more than 122 seconds.";
+  const std::string line =
+      "[  300.000001] node003 kernel: INFO: task python3:1234 blocked for more than 122 seconds.";
   const ParsedLine p = parse_kernel_line(line, kNow);
   EXPECT_EQ(p.monotonic_usec, 300000001);
   EXPECT_EQ(p.host, "node003");
@@ -73,7 +76,8 @@ TEST(KernelLineParser, JournalctlShortMonotonic) {
 }
 
 TEST(KernelLineParser, KernLogKeepsTheKernelTimestampAfterTheTag) {
-  const std::string line = "Nov 21 12:00:01 node003 kernel: [  123.000001] mce: CPU3: Core temperature above threshold";
+  const std::string line =
+      "Nov 21 12:00:01 node003 kernel: [  123.000001] mce: CPU3: Core temperature above threshold";
   const ParsedLine p = parse_kernel_line(line, kNow);
   EXPECT_EQ(p.monotonic_usec, 123000001);
   EXPECT_GT(p.realtime_usec, 0);
@@ -84,14 +88,17 @@ TEST(KernelLineParser, BareKernelTagAndCallerIds) {
   const std::string tagged = "kernel: nfs: server fs01 not responding, timed out";
   EXPECT_EQ(message_of(tagged, parse_kernel_line(tagged, kNow)),
             "nfs: server fs01 not responding, timed out");
-  const std::string caller = "[  12.000000] [  T4321] BUG: kernel NULL pointer dereference, address: 0000000000000008";
+  const std::string caller =
+      "[  12.000000] [  T4321] BUG: kernel NULL pointer dereference, address: 0000000000000008";
   const ParsedLine p = parse_kernel_line(caller, kNow);
   EXPECT_EQ(p.monotonic_usec, 12000000);
-  EXPECT_EQ(message_of(caller, p), "BUG: kernel NULL pointer dereference, address: 0000000000000008");
+  EXPECT_EQ(message_of(caller, p),
+            "BUG: kernel NULL pointer dereference, address: 0000000000000008");
 }
 
 TEST(KernelLineParser, DmesgRawAndDecodedLevels) {
-  const std::string raw = "<3>[  5.000000] amdgpu 0000:c1:00.0: amdgpu: Fatal error during GPU init";
+  const std::string raw =
+      "<3>[  5.000000] amdgpu 0000:c1:00.0: amdgpu: Fatal error during GPU init";
   const ParsedLine a = parse_kernel_line(raw, kNow);
   EXPECT_EQ(a.priority, 3);
   EXPECT_EQ(a.facility, 0);
@@ -108,9 +115,11 @@ TEST(KernelLineParser, MessagesThatMerelyLookLikePrefixesStayIntact) {
   for (const std::string& line :
        {std::string("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout"),
         std::string("[Hardware Error]: Corrected error, no action required."),
-        std::string("{1}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 0"),
+        std::string(
+            "{1}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 0"),
         std::string("python3 kernel: not a tag because no timestamp came first"),
-        std::string("               NVRM: fallen off the bus and is not responding to commands.")}) {
+        std::string(
+            "               NVRM: fallen off the bus and is not responding to commands.")}) {
     const ParsedLine p = parse_kernel_line(line, kNow);
     EXPECT_EQ(p.message_offset, 0U) << line;
     EXPECT_EQ(p.monotonic_usec, -1) << line;
@@ -127,11 +136,11 @@ TEST(KernelLineParser, JournalctlBootSeparators) {
 }
 
 TEST(KernelLineParser, JunkNeverCrashes) {
-  for (const std::string& line : {std::string(""), std::string("["), std::string("[ ]"),
-                                 std::string("<"), std::string("<99999999999>"),
-                                 std::string("Nov"), std::string("Nov 99 99:99:99 h kernel: x"),
-                                 std::string("kern  :"), std::string("\xff\xfe[ 1.0\x00]", 9),
-                                 std::string("-- ")}) {
+  for (const std::string& line :
+       {std::string(""), std::string("["), std::string("[ ]"), std::string("<"),
+        std::string("<99999999999>"), std::string("Nov"),
+        std::string("Nov 99 99:99:99 h kernel: x"), std::string("kern  :"),
+        std::string("\xff\xfe[ 1.0\x00]", 9), std::string("-- ")}) {
     const ParsedLine p = parse_kernel_line(line, kNow);
     EXPECT_LE(p.message_offset, line.size());
   }

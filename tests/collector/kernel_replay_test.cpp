@@ -20,7 +20,8 @@ std::vector<KernelRecord> fixture_records() {
   auto source = open_text_source(fd.get(), "node-mixed.dmesg");
   auto records = testing::read_all(*source);
   // Record i is line i+1 (the fixture has no annotation lines).
-  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i].seq, i + 1);
+  for (size_t i = 0; i < records.size(); ++i)
+    EXPECT_EQ(records[i].seq, i + 1);
   return records;
 }
 
@@ -34,14 +35,23 @@ std::map<std::string, std::string> by_id(const std::vector<KernelEvent>& events)
   return out;
 }
 
-TEST(KernelReplay, ResumingFromTheSafePositionLosesAndDoublesNothing) {
+struct Windows {
+  const char* name;
+  KernelClassifierOptions options;
+};
+
+class KernelReplay : public ::testing::TestWithParam<Windows> {};
+
+TEST_P(KernelReplay, ResumingFromTheSafePositionLosesAndDoublesNothing) {
+  const KernelClassifierOptions options = GetParam().options;
   const auto records = fixture_records();
   ASSERT_GT(records.size(), 100U);
 
   std::vector<KernelEvent> whole;
   {
-    KernelClassifier c(testing::shipped_rules(), "node003");
-    for (const auto& r : records) c.feed(r, whole);
+    KernelClassifier c(testing::shipped_rules(), "node003", options);
+    for (const auto& r : records)
+      c.feed(r, whole);
     c.flush(whole);
   }
   const auto expected = by_id(whole);
@@ -50,8 +60,9 @@ TEST(KernelReplay, ResumingFromTheSafePositionLosesAndDoublesNothing) {
 
   for (size_t stop = 1; stop < records.size(); ++stop) {
     std::vector<KernelEvent> first;
-    KernelClassifier a(testing::shipped_rules(), "node003");
-    for (size_t i = 0; i < stop; ++i) a.feed(records[i], first);
+    KernelClassifier a(testing::shipped_rules(), "node003", options);
+    for (size_t i = 0; i < stop; ++i)
+      a.feed(records[i], first);
     const std::string pos = a.safe_resume_position();
     // Positions of text records are "text:<line>"; resume after that line.
     size_t resume = 0;
@@ -62,21 +73,44 @@ TEST(KernelReplay, ResumingFromTheSafePositionLosesAndDoublesNothing) {
     ASSERT_LE(resume, stop) << "the safe position is ahead of what was read";
 
     std::vector<KernelEvent> second;
-    KernelClassifier b(testing::shipped_rules(), "node003");
+    KernelClassifier b(testing::shipped_rules(), "node003", options);
     b.set_initial_position(pos);
-    for (size_t i = resume; i < records.size(); ++i) b.feed(records[i], second);
+    for (size_t i = resume; i < records.size(); ++i)
+      b.feed(records[i], second);
     b.flush(second);
 
     auto got = by_id(first);
     for (const auto& [id, j] : by_id(second)) {
       const auto [it, fresh] = got.emplace(id, j);
-      EXPECT_TRUE(fresh || it->second == j) << "stop " << stop << ": event " << id
-                                            << " differs after the restart";
+      EXPECT_TRUE(fresh || it->second == j)
+          << "stop " << stop << ": event " << id << " differs after the restart";
     }
-    EXPECT_EQ(got, expected) << "stop after record " << stop << ", resumed after " << resume;
-    if (got != expected) break;
+    std::string diff;
+    for (const auto& [id, j] : expected) {
+      const auto it = got.find(id);
+      if (it == got.end()) {
+        diff += "  lost " + j + "\n";
+      } else if (it->second != j) {
+        diff += "  changed " + id + ":\n    want " + j + "\n    got  " + it->second + "\n";
+      }
+    }
+    for (const auto& [id, j] : got) {
+      if (expected.count(id) == 0) diff += "  extra " + j + "\n";
+    }
+    EXPECT_TRUE(diff.empty()) << "stop after record " << stop << ", resumed after " << resume
+                              << ":\n"
+                              << diff;
+    if (!diff.empty()) break;
   }
 }
+
+// The shipped windows, and short ones under which floods are cut by their span and by the
+// longest-hold limit all through the fixture.
+INSTANTIATE_TEST_SUITE_P(
+    Windows, KernelReplay,
+    ::testing::Values(Windows{"shipped", KernelClassifierOptions{}},
+                      Windows{"short", KernelClassifierOptions{500'000, 3'000'000, 2'000'000}}),
+    [](const ::testing::TestParamInfo<Windows>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace triage::collector

@@ -15,7 +15,8 @@ using testing::write_file;
 
 std::vector<std::string> error_texts(const KernelRulesLoad& load) {
   std::vector<std::string> out;
-  for (const auto& e : load.errors) out.emplace_back(e.what());
+  for (const auto& e : load.errors)
+    out.emplace_back(e.what());
   return out;
 }
 
@@ -43,13 +44,14 @@ TEST(KernelRules, TheShippedCatalogsLoadCleanly) {
 
 TEST(KernelRules, EveryKindOfTheVocabularyHasARule) {
   const auto rules = testing::shipped_rules();
-  for (const char* kind : {"oom-kill", "gpu-ras-uncorrectable", "gpu-ras-correctable",
-                           "gpu-hardware-error", "gpu-ring-timeout", "gpu-reset", "gpu-page-fault",
-                           "gpu-init-failure", "gpu-driver-oops", "nvidia-xid",
-                           "gpu-fallen-off-bus", "hung-task", "soft-lockup", "rcu-stall", "mce",
-                           "pcie-aer", "nfs-timeout", "lustre-error", "link-down"}) {
+  for (const char* kind :
+       {"oom-kill", "gpu-ras-uncorrectable", "gpu-ras-correctable", "gpu-hardware-error",
+        "gpu-ring-timeout", "gpu-reset", "gpu-page-fault", "gpu-init-failure", "gpu-driver-oops",
+        "nvidia-xid", "gpu-fallen-off-bus", "hung-task", "soft-lockup", "rcu-stall", "mce",
+        "pcie-aer", "nfs-timeout", "lustre-error", "link-down"}) {
     bool found = false;
-    for (const auto& r : rules->rules()) found |= r.kind == kind;
+    for (const auto& r : rules->rules())
+      found |= r.kind == kind;
     EXPECT_TRUE(found) << kind;
   }
 }
@@ -61,11 +63,12 @@ TEST(KernelRules, SlurmJobsAreFoundInEveryCgroupLayout) {
     uint64_t job;
     const char* step;
   };
-  for (const Case& c : {Case{"/system.slice/slurmstepd.scope/job_4242/step_0/user/task_3", 4242, "0"},
-                        Case{"/system.slice/node003_slurmstepd.scope/job_77/step_batch/user/task_0", 77, "batch"},
-                        Case{"/slurm/uid_1000/job_9/step_extern/task_0", 9, "extern"},
-                        Case{"/slurm_node003/uid_1000/job_10/step_interactive", 10, "interactive"},
-                        Case{"/system.slice/slurmstepd.scope/job_5", 5, ""}}) {
+  for (const Case& c :
+       {Case{"/system.slice/slurmstepd.scope/job_4242/step_0/user/task_3", 4242, "0"},
+        Case{"/system.slice/node003_slurmstepd.scope/job_77/step_batch/user/task_0", 77, "batch"},
+        Case{"/slurm/uid_1000/job_9/step_extern/task_0", 9, "extern"},
+        Case{"/slurm_node003/uid_1000/job_10/step_interactive", 10, "interactive"},
+        Case{"/system.slice/slurmstepd.scope/job_5", 5, ""}}) {
     uint64_t job = 0;
     std::string step;
     ASSERT_TRUE(rules->job_from_cgroup(c.cgroup, job, step)) << c.cgroup;
@@ -82,24 +85,24 @@ TEST(KernelRules, MistakesAreReportedWithFileAndLine) {
   write_file(dir.file("bad.rules"),
              "[kernel-rule typo]\n"
              "kind = gpu-reset\n"
-             "patern = GPU reset\n"            // line 3: unknown key
+             "patern = GPU reset\n"  // line 3: unknown key
              "[kernel-rule bad-regex]\n"
              "kind = gpu-reset\n"
-             "pattern = GPU reset (\n"         // line 6
+             "pattern = GPU reset (\n"  // line 6
              "[kernel-rule bad-kind]\n"
-             "kind = gpu-on-fire\n"            // line 8
+             "kind = gpu-on-fire\n"  // line 8
              "pattern = x\n"
              "[kernel-rule orphan]\n"
              "refines = no-such-rule\n"
              "match = x\n"
              "[kernel-rule wants-catalog]\n"
              "kind = nvidia-xid\n"
-             "catalog = xid\n"                 // line 15: pattern lacks (?P<code>)
+             "catalog = xid\n"  // line 15: pattern lacks (?P<code>)
              "pattern = Xid\n"
              "[xid 79]\n"
-             "severity = apocalyptic\n"        // line 18
+             "severity = apocalyptic\n"  // line 18
              "[ras-block umc]\n"
-             "ue_action = panic\n"             // line 20
+             "ue_action = panic\n"  // line 20
              "[cgroup-job nojob]\n"
              "pattern = /job_\\d+\n");
   const KernelRulesLoad load = load_kernel_rules({dir.path()});
@@ -108,11 +111,13 @@ TEST(KernelRules, MistakesAreReportedWithFileAndLine) {
   EXPECT_TRUE(any_contains(errors, "bad.rules:3: patern: unknown key in [kernel-rule typo]"));
   EXPECT_TRUE(any_contains(errors, "bad.rules:6: pattern: missing )"));
   EXPECT_TRUE(any_contains(errors, "bad.rules:8: kind: unknown kind 'gpu-on-fire'"));
-  EXPECT_TRUE(any_contains(errors, "bad.rules:10: [kernel-rule orphan] refines unknown rule 'no-such-rule'"));
+  EXPECT_TRUE(any_contains(
+      errors, "bad.rules:10: [kernel-rule orphan] refines unknown rule 'no-such-rule'"));
   EXPECT_TRUE(any_contains(errors, "bad.rules:15: catalog: xid needs every pattern to capture"));
   EXPECT_TRUE(any_contains(errors, "bad.rules:18: severity: must be"));
   EXPECT_TRUE(any_contains(errors, "bad.rules:20: ue_action: must be"));
-  EXPECT_TRUE(any_contains(errors, "bad.rules:21: [cgroup-job nojob]: a cgroup-job pattern must capture"));
+  EXPECT_TRUE(
+      any_contains(errors, "bad.rules:21: [cgroup-job nojob]: a cgroup-job pattern must capture"));
 }
 
 TEST(KernelRules, ASiteLayerCanDisableARuleAndAddItsOwn) {

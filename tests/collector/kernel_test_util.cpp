@@ -19,7 +19,8 @@ namespace triage::collector::testing {
 std::shared_ptr<const KernelRules> shipped_rules() {
   static const std::shared_ptr<const KernelRules> rules = [] {
     KernelRulesLoad load = load_kernel_rules({TRIAGE_SOURCE_RULES_DIR});
-    for (const auto& e : load.errors) ADD_FAILURE() << e.what();
+    for (const auto& e : load.errors)
+      ADD_FAILURE() << e.what();
     return load.rules;
   }();
   if (!rules) throw std::runtime_error("the shipped kernel rules do not load");
@@ -55,7 +56,8 @@ std::vector<KernelEvent> classify_text(std::string_view text, KernelClassifierOp
   auto source = open_text_source(fd.get(), "fixture");
   KernelClassifier classifier(shipped_rules(), "node003", options);
   std::vector<KernelEvent> events;
-  for (const auto& r : read_all(*source)) classifier.feed(r, events);
+  for (const auto& r : read_all(*source))
+    classifier.feed(r, events);
   classifier.flush(events);
   return events;
 }
@@ -71,8 +73,8 @@ std::vector<const KernelEvent*> of_kind(const std::vector<KernelEvent>& events,
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                     "/slurm-triage-kernel-XXXXXX";
+  std::string tmpl =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/slurm-triage-kernel-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno("mkdtemp", errno);
   path_ = tmpl;
 }
@@ -95,7 +97,8 @@ int run_command(const std::string& cmd, std::string& output, bool merge_stderr) 
   output.clear();
   char buf[4096];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    output.append(buf, n);
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

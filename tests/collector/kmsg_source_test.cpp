@@ -46,7 +46,8 @@ TEST(KmsgRecord, HeaderMessageAndDictionary) {
 TEST(KmsgRecord, EscapedBytesAreDecoded) {
   std::string error;
   const auto r = parse_kmsg_record(
-      "4,7,100,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: fallen off the bus\\x5c \\xc3\\xa9", &error);
+      "4,7,100,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: fallen off the bus\\x5c \\xc3\\xa9",
+      &error);
   ASSERT_TRUE(r) << error;
   EXPECT_EQ(r->message, "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: fallen off the bus\\ \xc3\xa9");
 }
@@ -79,7 +80,8 @@ const char* kSaved =
     "6,100,5000000,-;usb 1-1: new high-speed USB device number 2 using xhci_hcd\n"
     " SUBSYSTEM=usb\n"
     " DEVICE=c189:1\n"
-    "3,101,5100000,-;amdgpu 0000:c1:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=3\n"
+    "3,101,5100000,-;amdgpu 0000:c1:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted "
+    "seq=3\n"
     " SUBSYSTEM=pci\n"
     " DEVICE=+pci:0000:c1:00.0\n"
     "not a record at all\n"
@@ -99,10 +101,12 @@ TEST_F(KmsgSourceTest, SavedRecordsInAFile) {
   EXPECT_EQ(recs[0].position, "kmsg:" + kBoot + ":100");
   EXPECT_EQ(recs[1].priority, 3);
   EXPECT_EQ(recs[1].kernel_device, "+pci:0000:c1:00.0");
-  EXPECT_EQ(recs[2].text, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.");
+  EXPECT_EQ(recs[2].text,
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.");
   EXPECT_EQ(recs[3].facility, 1);
   EXPECT_EQ(event_id_for(recs[2]), kBoot + ":102");
-  for (const auto& r : recs) EXPECT_EQ(r.lost_before, 0);
+  for (const auto& r : recs)
+    EXPECT_EQ(r.lost_before, 0);
 }
 
 TEST_F(KmsgSourceTest, ResumeSkipsWhatWasReadAndCountsWhatTheRingDropped) {
@@ -141,7 +145,8 @@ TEST_F(KmsgSourceTest, AnOverrunIsCountedAndReadingGoesOn) {
   KmsgOptions o = options(dir.file("empty"));
   o.read_fn = [served, calls](int, void* buf, size_t len) -> ssize_t {
     if (++*calls == 8) {
-      for (int i = 0; i < 5; ++i) served->pop_front();
+      for (int i = 0; i < 5; ++i)
+        served->pop_front();
       errno = EPIPE;
       return -1;
     }
@@ -167,7 +172,8 @@ TEST_F(KmsgSourceTest, AnOverrunIsCountedAndReadingGoesOn) {
 
   KernelClassifier c(testing::shipped_rules(), "node003");
   std::vector<KernelEvent> ev;
-  for (const auto& r : recs) c.feed(r, ev);
+  for (const auto& r : recs)
+    c.feed(r, ev);
   c.flush(ev);
   ASSERT_EQ(ev.size(), 1U);
   EXPECT_EQ(ev[0].kind, "records-lost");
@@ -223,7 +229,8 @@ TEST_F(KmsgSourceTest, TheRealDevice) {
   auto again = open_kmsg_source(o);
   std::vector<KernelRecord> later;
   again->read(later, 0);
-  for (const auto& r : later) EXPECT_NE(r.text, marker);
+  for (const auto& r : later)
+    EXPECT_NE(r.text, marker);
 }
 
 }  // namespace
