@@ -162,36 +162,29 @@ int run_kernel(int argc, char** argv) {
   KernelClassifier classifier(load.rules, info.host);
   std::vector<KernelEvent> events;
   try {
+    auto read = [&](std::unique_ptr<KernelSource> src) {
+      info.sources.push_back(src->describe());
+      drain(*src, classifier, events);
+    };
     for (const auto& path : o.text_inputs) {
       UniqueFd fd;
       if (path != "-") fd = open_input(path);
-      auto src =
-          open_text_source(path == "-" ? STDIN_FILENO : fd.get(), path == "-" ? "stdin" : path);
-      info.sources.push_back(src->describe());
-      drain(*src, classifier, events);
+      read(open_text_source(path == "-" ? STDIN_FILENO : fd.get(), path == "-" ? "stdin" : path));
     }
-    if (!o.journal_dirs.empty() || !o.journal_files.empty()) {
-      for (const auto& dir : o.journal_dirs) {
-        JournalOptions jo;
-        jo.directory = dir;
-        auto src = open_journal_source(jo);
-        info.sources.push_back(src->describe());
-        drain(*src, classifier, events);
-      }
-      if (!o.journal_files.empty()) {
-        JournalOptions jo;
-        jo.files = o.journal_files;
-        auto src = open_journal_source(jo);
-        info.sources.push_back(src->describe());
-        drain(*src, classifier, events);
-      }
+    for (const auto& dir : o.journal_dirs) {
+      JournalOptions jo;
+      jo.directory = dir;
+      read(open_journal_source(jo));
+    }
+    if (!o.journal_files.empty()) {
+      JournalOptions jo;
+      jo.files = o.journal_files;
+      read(open_journal_source(jo));
     }
     if (!o.kmsg.empty()) {
       KmsgOptions ko;
       ko.path = o.kmsg;
-      auto src = open_kmsg_source(ko);
-      info.sources.push_back(src->describe());
-      drain(*src, classifier, events);
+      read(open_kmsg_source(ko));
     }
   } catch (const std::exception& e) {
     (void)std::fprintf(stderr, "slurm-triage kernel: %s\n", e.what());

@@ -98,26 +98,30 @@ class KmsgSource final : public KernelSource {
     return read_fn_ ? read_fn_(fd_.get(), buf, len) : ::read(fd_.get(), buf, len);
   }
 
-  // One record per read(); false when none is available right now.
-  bool read_device(std::vector<KernelRecord>& out) {
-    char buf[kRecordBuffer];
+  // One read(): the byte count, 0 at the end, -1 when nothing is there right now. An overrun is
+  // counted and read past: the next read continues from the oldest record still in the ring, and
+  // the gap in sequence numbers tells how many were lost.
+  ssize_t read_once(char* buf, size_t len) {
     while (true) {
-      const ssize_t n = do_read(buf, sizeof buf);
-      if (n > 0) {
-        take(std::string_view(buf, static_cast<size_t>(n)), out);
-        return true;
-      }
-      if (n == 0) return false;
+      const ssize_t n = do_read(buf, len);
+      if (n >= 0) return n;
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) return false;
-      // The ring buffer overtook us; the next read continues from the oldest record and the
-      // sequence gap tells how many were lost.
+      if (errno == EAGAIN) return -1;
       if (errno == EPIPE) {
         ++overruns_;
         continue;
       }
       throw_errno("read " + path_, errno);
     }
+  }
+
+  // One record per read(); false when none is available right now.
+  bool read_device(std::vector<KernelRecord>& out) {
+    char buf[kRecordBuffer];
+    const ssize_t n = read_once(buf, sizeof buf);
+    if (n <= 0) return false;
+    take(std::string_view(buf, static_cast<size_t>(n)), out);
+    return true;
   }
 
   // Lines from a file or pipe; a record is complete once the next header (or EOF) is seen.
@@ -129,31 +133,20 @@ class KmsgSource final : public KernelSource {
       produced |= add_stream_line(line, out);
     }
     if (produced) return true;
-    char buf[64 * 1024];
-    while (true) {
-      const ssize_t n = do_read(buf, sizeof buf);
-      if (n > 0) {
-        splitter_.append(std::string_view(buf, static_cast<size_t>(n)));
-        got_data_ = true;
-        return true;
-      }
-      // A FIFO reads as empty until its writer has opened it; that is not the end.
-      if (n == 0 && fifo_ && !got_data_) return false;
-      if (n == 0) {
-        if (splitter_.finish(line, truncated)) add_stream_line(line, out);
-        if (!pending_.empty()) take(pending_, out);
-        pending_.clear();
-        eof_ = true;
-        return false;
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return false;
-      if (errno == EPIPE) {
-        ++overruns_;
-        continue;
-      }
-      throw_errno("read " + path_, errno);
+    char buf[size_t{64} * 1024];
+    const ssize_t n = read_once(buf, sizeof buf);
+    if (n > 0) {
+      splitter_.append(std::string_view(buf, static_cast<size_t>(n)));
+      got_data_ = true;
+      return true;
     }
+    // A FIFO reads as empty until its writer has opened it; that is not the end.
+    if (n < 0 || (fifo_ && !got_data_)) return false;
+    if (splitter_.finish(line, truncated)) add_stream_line(line, out);
+    if (!pending_.empty()) take(pending_, out);
+    pending_.clear();
+    eof_ = true;
+    return false;
   }
 
   bool add_stream_line(const std::string& line, std::vector<KernelRecord>& out) {

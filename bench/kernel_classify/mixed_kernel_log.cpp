@@ -22,16 +22,14 @@ const std::vector<const char*> kRoutine = {
     "nvme nvme%d: %d/0/0 default/read/poll queues",
     "mlx5_core 0000:41:00.%d: E-Switch: Total vports %d, per vport: max uc(128) max mc(2048)",
     "perf: interrupt took too long (%d > %d), lowering kernel.perf_event_max_sample_rate to 79000",
-    "TCP: request_sock_TCP: Possible SYN flooding on port %d. Sending cookies.  Check SNMP "
-    "counters (%d).",
+    "TCP: request_sock_TCP: Possible SYN flooding on port %d. Sending cookies. (%d)",
     "device-mapper: uevent: version 1.0.3 (%d %d)",
     "bond0: (slave ens1f%dnp0): Enslaving as a backup interface with an up link (%d)",
     "kauditd_printk_skb: %d callbacks suppressed (%d)",
     "xfs filesystem being remounted at /scratch%d supports timestamps until 2038 (0x7fffffff) %d",
     "docker0: port %d(veth%d) entered forwarding state",
     "Lustre: Mounted scratch-client (%d/%d)",
-    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.%02d  Sat Aug 19 01:15:15 UTC 2023 "
-    "(%d)",
+    "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.%02d  Sat Aug 19 01:15:15 UTC 2023",
     "nfs: server fs%02d OK (%d)",
 };
 

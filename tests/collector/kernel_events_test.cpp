@@ -10,6 +10,8 @@
 #include "common/time_util.h"
 #include "kernel_test_util.h"
 
+// Kernel lines longer than a source line are written as adjacent string literals on purpose.
+// NOLINTBEGIN(bugprone-suspicious-missing-comma)
 namespace triage::collector {
 namespace {
 
@@ -46,20 +48,20 @@ std::string render(const std::vector<std::string>& messages, Shape shape) {
       case Shape::kBare:
         break;
       case Shape::kKernelTag:
-        std::snprintf(prefix, sizeof prefix, "kernel: ");
+        (void)std::snprintf(prefix, sizeof prefix, "kernel: ");
         break;
       case Shape::kDmesg:
-        std::snprintf(prefix, sizeof prefix, "[ 1000.%06d] ", ms * 1000);
+        (void)std::snprintf(prefix, sizeof prefix, "[ 1000.%06d] ", ms * 1000);
         break;
       case Shape::kDmesgT:
-        std::snprintf(prefix, sizeof prefix, "[Sat Nov 21 12:00:%02d 2026] ", ms / 1000);
+        (void)std::snprintf(prefix, sizeof prefix, "[Sat Nov 21 12:00:%02d 2026] ", ms / 1000);
         break;
       case Shape::kJournalctl:
-        std::snprintf(prefix, sizeof prefix, "Nov 21 12:00:%02d node003 kernel: ", ms / 1000);
+        (void)std::snprintf(prefix, sizeof prefix, "Nov 21 12:00:%02d node003 kernel: ", ms / 1000);
         break;
       case Shape::kShortIso:
-        std::snprintf(prefix, sizeof prefix,
-                      "2026-11-21T12:00:00.%06d+00:00 node003 kernel: ", ms * 1000);
+        (void)std::snprintf(prefix, sizeof prefix,
+                            "2026-11-21T12:00:00.%06d+00:00 node003 kernel: ", ms * 1000);
         break;
     }
     out += prefix + messages[i] + "\n";
@@ -698,3 +700,4 @@ INSTANTIATE_TEST_SUITE_P(AllShapes, BenignLookAlikes,
 
 }  // namespace
 }  // namespace triage::collector
+// NOLINTEND(bugprone-suspicious-missing-comma)

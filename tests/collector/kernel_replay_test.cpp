@@ -89,13 +89,14 @@ TEST_P(KernelReplay, ResumingFromTheSafePositionLosesAndDoublesNothing) {
     for (const auto& [id, j] : expected) {
       const auto it = got.find(id);
       if (it == got.end()) {
-        diff += "  lost " + j + "\n";
+        diff.append("  lost ").append(j).append("\n");
       } else if (it->second != j) {
-        diff += "  changed " + id + ":\n    want " + j + "\n    got  " + it->second + "\n";
+        diff.append("  changed ").append(id).append(":\n    want ").append(j);
+        diff.append("\n    got  ").append(it->second).append("\n");
       }
     }
     for (const auto& [id, j] : got) {
-      if (expected.count(id) == 0) diff += "  extra " + j + "\n";
+      if (expected.count(id) == 0) diff.append("  extra ").append(j).append("\n");
     }
     EXPECT_TRUE(diff.empty()) << "stop after record " << stop << ", resumed after " << resume
                               << ":\n"
