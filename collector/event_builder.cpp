@@ -44,12 +44,10 @@ constexpr std::array<const char*, 3> kRasTypes = {"ue", "ce", "de"};
 // apply (when `identity` says which).
 const std::string* EventBuilder::capture(const OpenRecord& r, const EventIdentity* identity,
                                          const char* name) const {
-  if (const auto it = r.captures.find(name); it != r.captures.end()) return &it->second;
+  if (const std::string* v = r.captures.find(name)) return v;
   if (identity == nullptr) return nullptr;
   for (const size_t i : identity->refiners) {
-    if (const auto it = r.refine_captures[i].find(name); it != r.refine_captures[i].end()) {
-      return &it->second;
-    }
+    if (const std::string* v = r.refine_captures[i].find(name)) return v;
   }
   return nullptr;
 }
@@ -63,9 +61,9 @@ EventIdentity EventBuilder::identify(const OpenRecord& r) const {
       id.refiners.push_back(i);
     }
   }
-  id.kind = rule.kind;
+  id.kind = &rule.kind;
   id.severity = rule.severity;
-  id.action = rule.action;
+  id.action = &rule.action;
   if (const auto* d = capture(r, &id, "device")) id.device = canonical_device(*d);
   if (id.device.empty()) id.device = r.device;
   if (id.device.empty() && r.kernel_device.rfind("+pci:", 0) == 0) {
@@ -78,36 +76,35 @@ EventIdentity EventBuilder::identify(const OpenRecord& r) const {
   if (rule.catalog == CatalogRef::kXid && id.code) {
     const XidInfo& x = rules_.xid(*id.code, known);
     id.severity = x.severity;
-    id.action = x.action;
+    id.action = &x.action;
   }
   if (const int t = ras_index(rule.catalog); t >= 0 && !id.block.empty()) {
     const RasBlockInfo& b = rules_.ras(id.block, known);
     id.severity = b.severity[static_cast<size_t>(t)];
-    id.action = b.action[static_cast<size_t>(t)];
+    id.action = &b.action[static_cast<size_t>(t)];
   }
   for (const size_t i : id.refiners) {
     const KernelRule& ref = rules_.rules()[rule.refined_by[i]];
-    if (ref.sets_kind) id.kind = ref.kind;
+    if (ref.sets_kind) id.kind = &ref.kind;
     if (ref.sets_severity) id.severity = ref.severity;
-    if (ref.sets_action) id.action = ref.action;
+    if (ref.sets_action) id.action = &ref.action;
   }
   return id;
 }
 
 std::string EventBuilder::flood_key(const OpenRecord& r, const EventIdentity& id) const {
-  const std::string shape = flood_shape(r.first_message);
   std::string k;
-  k.reserve(shape.size() + 128);
+  k.reserve(r.first_message.size() + 128);
   const char sep = '\x1f';
   k.append(rules_.rules()[r.rule].id).push_back(sep);
-  k.append(id.kind).push_back(sep);
+  k.append(*id.kind).push_back(sep);
   k.append(to_string(id.severity)).push_back(sep);
-  k.append(id.action).push_back(sep);
+  k.append(*id.action).push_back(sep);
   k.append(id.device).push_back(sep);
   k.append(id.block).push_back(sep);
   k.append(id.code ? std::to_string(*id.code) : "").push_back(sep);
   k.append(r.boot_id).push_back(sep);
-  k.append(shape);
+  append_flood_shape(k, r.first_message);
   return k;
 }
 
@@ -207,9 +204,9 @@ KernelEvent EventBuilder::build(const OpenRecord& r, const EventIdentity& id) co
   const KernelRule& rule = rules_.rules()[r.rule];
   KernelEvent e;
   e.id = r.id;
-  e.kind = id.kind;
+  e.kind = *id.kind;
   e.severity = id.severity;
-  e.action = id.action;
+  e.action = *id.action;
   e.device = id.device;
   e.code = id.code;
   e.block = id.block;

@@ -18,9 +18,9 @@
 namespace triage::collector {
 
 struct EventIdentity {
-  std::string kind;
+  const std::string* kind = nullptr;  // into the rules, which outlive every event
   Severity severity = Severity::kWarning;
-  std::string action;
+  const std::string* action = nullptr;
   std::string device;
   std::optional<int64_t> code;
   std::string block;

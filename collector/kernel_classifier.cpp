@@ -84,7 +84,7 @@ struct KernelClassifier::Impl {
       out.push_back(make());
       id = out.back().id;
     }
-    if (causes.may_be_cause(ident.kind, ident.code, ident.device)) {
+    if (causes.may_be_cause(*ident.kind, ident.code, ident.device)) {
       causes.remember(ident.device, id, r.first_time);
     }
   }
@@ -203,8 +203,8 @@ struct KernelClassifier::Impl {
     // The opening line may also carry what continuation lines carry (an OOM report that starts at
     // its oom-kill: line because the header was filtered out).
     take(rule.continues, message, r);
-    const auto dev = r.captures.find("device");
-    r.device = canonical_device(dev != r.captures.end() ? dev->second : line_device);
+    const std::string* dev = r.captures.find("device");
+    r.device = canonical_device(dev != nullptr ? std::string_view(*dev) : line_device);
     append(r, rs, rec, verbatim, message, t);
     const bool single =
         rule.body == RecordBody::kListed && rule.continues.empty() && rule.ends.empty();

@@ -50,6 +50,11 @@ std::string canonical_device(std::string_view device) {
 std::string flood_shape(std::string_view message) {
   std::string out;
   out.reserve(message.size());
+  append_flood_shape(out, message);
+  return out;
+}
+
+void append_flood_shape(std::string& out, std::string_view message) {
   size_t i = 0;
   while (i < message.size()) {
     if (!is_alnum(message[i])) {
@@ -69,7 +74,6 @@ std::string flood_shape(std::string_view message) {
     }
     i = j;
   }
-  return out;
 }
 
 }  // namespace triage::collector

@@ -19,5 +19,6 @@ std::string canonical_device(std::string_view device);
 // in numbers, addresses and counters compare equal ("soft lockup - CPU#12 stuck for 22s!" and
 // "... CPU#3 stuck for 48s!").
 std::string flood_shape(std::string_view message);
+void append_flood_shape(std::string& out, std::string_view message);
 
 }  // namespace triage::collector

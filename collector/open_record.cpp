@@ -19,10 +19,9 @@ void OpenRecord::add_line(const KernelRules& rules, std::string_view verbatim,
     hits.resize(refiner.matches.size(), false);
     for (size_t m = 0; m < refiner.matches.size(); ++m) {
       if (hits[m]) continue;
-      hits[m] = match_pattern(refiner.matches[m], message,
-                              [&](const std::string& name, std::string_view v) {
-                                refine_captures[i].try_emplace(name, std::string(v));
-                              });
+      hits[m] = match_pattern(
+          refiner.matches[m], message,
+          [&](const std::string& name, std::string_view v) { refine_captures[i].add(name, v); });
     }
   }
 }

@@ -3,14 +3,34 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "collector/kernel_rules.h"
 
 namespace triage::collector {
+
+// Named captures in the order first seen; the first value of each name wins. A record holds a
+// handful, so a flat list is cheaper than a map (floods make one record per line).
+class Captures {
+ public:
+  void add(std::string_view name, std::string_view value) {
+    if (find(name) == nullptr) items_.emplace_back(name, value);
+  }
+  const std::string* find(std::string_view name) const {
+    for (const auto& [n, v] : items_) {
+      if (n == name) return &v;
+    }
+    return nullptr;
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
 
 struct OpenRecord {
   size_t rule = 0;  // index into KernelRules::rules()
@@ -22,7 +42,7 @@ struct OpenRecord {
   std::string first_message;       // the kernel message of the first line (no text prefix)
   std::vector<std::string> lines;  // the first KernelEvent::kMaxEventLines lines, verbatim
   size_t line_count = 0;           // every line, kept or not
-  std::map<std::string, std::string, std::less<>> captures;  // the first value of each name wins
+  Captures captures;
   int64_t first_time = -1;  // record clock (monotonic, else wall), -1 = unknown
   int64_t last_time = -1;
   int64_t first_realtime = 0;
@@ -33,11 +53,9 @@ struct OpenRecord {
   // Refining rules: which of each refiner's `match` patterns have matched some line so far, and
   // what they captured.
   std::vector<std::vector<bool>> refine_hits;
-  std::vector<std::map<std::string, std::string>> refine_captures;
+  std::vector<Captures> refine_captures;
 
-  void capture(const std::string& name, std::string_view value) {
-    captures.try_emplace(name, std::string(value));
-  }
+  void capture(const std::string& name, std::string_view value) { captures.add(name, value); }
   // Adds a line (verbatim text and the kernel message within it) and runs the refiners over it.
   void add_line(const KernelRules& rules, std::string_view verbatim, std::string_view message);
 };
