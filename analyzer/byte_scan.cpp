@@ -96,6 +96,8 @@ size_t strip_ansi_in_place(char* p, size_t n) {
       }
     } else if (kind == '\n') {
       ++r;
+    } else if (std::strchr("()*+-./", kind) != nullptr && r + 2 < n && p[r + 2] != '\n') {
+      r += 3;  // character set designation: ESC ( B
     } else {
       r += 2;
     }

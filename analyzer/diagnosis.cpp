@@ -25,12 +25,18 @@ bool is_cancel_class(const std::string& id) {
   return id == "cancelled" || id == "time-limit" || id == "preempted";
 }
 
-const Finding* earliest_effective(const ClassMatches& m) {
+// The earliest finding of a class; when some of its lines matched a cause-pattern, the earliest
+// of those (`cause` is set).
+const Finding* earliest_effective(const ClassMatches& m, bool& cause) {
   const Finding* best = nullptr;
+  const Finding* best_cause = nullptr;
   for (const auto& f : m.first) {
     if (best == nullptr || f.effective_line() < best->effective_line()) best = &f;
+    if (f.cause && (best_cause == nullptr || f.effective_line() < best_cause->effective_line()))
+      best_cause = &f;
   }
-  return best;
+  cause = best_cause != nullptr;
+  return cause ? best_cause : best;
 }
 
 // Everything that decides the status, gathered up front.
@@ -50,6 +56,10 @@ Timeline build_timeline(const DiagnosisInput& in, const SignatureCatalog& cat) {
   if (in.evidence != nullptr && in.evidence->job.end_time > 0) {
     tl.end_usec = in.evidence->job.end_time * 1000000;
     tl.end_basis = "job end (Slurm)";
+  }
+  if (in.scan != nullptr && tl.end_usec == 0 && in.scan->facts.summary.finished_usec > 0) {
+    tl.end_usec = in.scan->facts.summary.finished_usec;
+    tl.end_basis = "JOB SUMMARY end time";
   }
   if (in.scan != nullptr) {
     for (const char* id : {"time-limit", "preempted", "cancelled"}) {
@@ -71,6 +81,15 @@ Timeline build_timeline(const DiagnosisInput& in, const SignatureCatalog& cat) {
     tl.end_basis = "log last written";
   }
   return tl;
+}
+
+// Whether `a` explains `b` (the catalog's lists, or `b` is a traceback that ended in `a`).
+bool catalog_explains(const SignatureCatalog& cat, const ClassOccurrence& a,
+                      const ClassOccurrence& b) {
+  if (cat.explains(static_cast<int>(a.cls), static_cast<int>(b.cls))) return true;
+  return cat.classes()[b.cls].id == "python-exception" && a.first != nullptr &&
+         b.first != nullptr && a.first->traceback_line > 0 &&
+         a.first->traceback_line == b.first->line;
 }
 
 bool has_cause_finding(const DiagnosisInput& in, const SignatureCatalog& cat) {
@@ -194,6 +213,7 @@ Triage diagnose(const DiagnosisInput& in) {
     t.summary.line = s.facts.summary.line;
     t.summary.status_word = s.facts.summary.status_word;
     t.summary.exit_code = s.facts.summary.exit_code;
+    t.summary.finished_usec = s.facts.summary.finished_usec;
     t.scan.bytes = s.bytes_scanned;
     t.scan.lines = s.lines;
     t.scan.seconds = s.seconds;
@@ -243,10 +263,11 @@ Triage diagnose(const DiagnosisInput& in) {
     for (size_t i = 0; i < in.scan->classes.size(); ++i) {
       const ClassMatches& m = in.scan->classes[i];
       if (m.count == 0) continue;
-      const Finding* f = earliest_effective(m);
+      bool cause = false;
+      const Finding* f = earliest_effective(m, cause);
       if (f == nullptr) continue;
       occ.push_back(
-          ClassOccurrence{static_cast<uint32_t>(i), f, m.count, false, f->effective_line()});
+          ClassOccurrence{static_cast<uint32_t>(i), f, m.count, false, f->effective_line(), cause});
       occ_matches.push_back(&m);
       seen.insert(static_cast<uint32_t>(i));
     }
@@ -404,7 +425,9 @@ Triage diagnose(const DiagnosisInput& in) {
     a.trusted = occ[i].first->trusted;
     if (const ClassMatches* m = occ_matches[i]; m != nullptr && m->count > 1) a.last = *m->latest();
     const int by = i < rank.explained_by.size() ? rank.explained_by[i] : -1;
-    if (rank.primary >= 0 && by == rank.primary) {
+    const bool by_primary =
+        rank.primary >= 0 && catalog_explains(cat, occ[static_cast<size_t>(rank.primary)], occ[i]);
+    if (by_primary) {
       a.relation = "consequence of " + t.primary_failure;
     } else if (by >= 0) {
       a.relation = "consequence of " + cat.classes()[occ[static_cast<size_t>(by)].cls].id;
@@ -490,8 +513,10 @@ Triage diagnose(const DiagnosisInput& in) {
 
   // Next steps: the primary class's, then what the evidence adds.
   if (pc != nullptr) {
-    for (const auto& n : pc->next)
-      t.recommendations.push_back(fill_placeholders(n, t));
+    const bool live = t.status == kStatusRunning || t.status == kStatusHanging;
+    for (const auto& n : pc->next) {
+      if (!n.live_only || live) t.recommendations.push_back(fill_placeholders(n.text, t));
+    }
   }
   if (t.heartbeat.present && t.primary_failure != "heartbeat-timeout") {
     t.recommendations.push_back("Heartbeat timeout: " + t.heartbeat.verdict + ". " +

@@ -25,7 +25,7 @@ RankingResult rank_failures(const SignatureCatalog& catalog,
   RankingResult r;
   r.explained_by.assign(occ.size(), -1);
   const auto& classes = catalog.classes();
-  auto role = [&](size_t i) { return classes[occ[i].cls].role; };
+  auto role = [&](size_t i) { return occ[i].cause ? ClassRole::kCause : classes[occ[i].cls].role; };
   auto key = [&](size_t i) {
     const int64_t t = occ[i].first != nullptr && occ[i].first->time_usec > 0
                           ? occ[i].first->time_usec
@@ -38,7 +38,9 @@ RankingResult rank_failures(const SignatureCatalog& catalog,
   for (size_t b = 0; b < occ.size(); ++b) {
     int best = -1;
     for (size_t a = 0; a < occ.size(); ++a) {
-      if (a == b) continue;
+      // Only a cause explains: a consequence class (a node's non-zero exit) does not account for
+      // others.
+      if (a == b || role(a) != ClassRole::kCause) continue;
       bool explains = catalog.explains(static_cast<int>(occ[a].cls), static_cast<int>(occ[b].cls));
       const Finding* fa = occ[a].first;
       const Finding* fb = occ[b].first;

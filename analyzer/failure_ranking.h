@@ -20,6 +20,8 @@ struct ClassOccurrence {
   // Position in the job's timeline for "earliest": the log line (a specific error at the end of
   // a traceback counts from the traceback's start); findings from outside the log sort after it.
   int64_t order = 0;
+  // A line matched by a `cause-pattern`: ranked as a cause whatever the class's role.
+  bool cause = false;
 };
 
 struct RankingResult {

@@ -26,6 +26,8 @@ struct Finding {
   std::vector<std::pair<std::string, std::string>> captures;
   // When the line sits inside a Python traceback of the same rank: the traceback's first line.
   int64_t traceback_line = 0;
+  // Matched a `cause-pattern` of its class.
+  bool cause = false;
 
   // The line this finding counts from when deciding which error came first: a specific error
   // printed at the end of a traceback happened where the traceback began.

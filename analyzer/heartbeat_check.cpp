@@ -1,5 +1,6 @@
 #include "analyzer/heartbeat_check.h"
 
+#include <algorithm>
 #include <string>
 
 namespace triage {
@@ -33,6 +34,17 @@ HeartbeatCheck check_heartbeat(
     if (it != first_error_by_rank.end() && it->second.first < h.line) {
       const auto& cls = catalog.classes()[it->second.second];
       h.prior_errors.emplace_back(task, cls.id + " at line " + std::to_string(it->second.first));
+      continue;
+    }
+    // Slurm reporting the task dead ("srun: error: host: task 2: Out Of Memory") before the
+    // accusation is just as real, and carries no task label of its own.
+    for (const auto& st : facts.srun_tasks) {
+      if (st.line >= h.line || std::find(st.ranks.begin(), st.ranks.end(), task) == st.ranks.end())
+        continue;
+      if (st.outcome.find("exit code 143") != std::string::npos) continue;
+      h.prior_errors.emplace_back(
+          task, "srun: " + st.outcome + " on " + st.host + " at line " + std::to_string(st.line));
+      break;
     }
   }
   if (!h.prior_errors.empty()) {

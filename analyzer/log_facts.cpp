@@ -299,6 +299,15 @@ void FactCollector::on_summary_window_line(const LineText& lt, int64_t line_no) 
     return;
   }
   for (const std::string_view key :
+       {std::string_view("Finished:"), std::string_view("End time:"), std::string_view("Ended:")}) {
+    const size_t at = t.find(key);
+    if (at != std::string_view::npos) {
+      if (const auto when = leading_timestamp_usec(t.substr(at + key.size()), year_hint_)) {
+        facts_.summary.finished_usec = *when;
+      }
+    }
+  }
+  for (const std::string_view key :
        {std::string_view("Exit code:"), std::string_view("Exit status:")}) {
     const size_t at = t.find(key);
     if (at != std::string_view::npos) {

@@ -60,6 +60,7 @@ struct JobSummaryFacts {
   std::optional<int> exit_code;
   int64_t status_line = 0;
   std::string status_text;
+  int64_t finished_usec = 0;  // "Finished:" / "End time:" in the block, when printed
 };
 
 struct RunConfigFacts {

@@ -217,13 +217,15 @@ class Scanner {
     while (i < candidates_.size()) {
       const uint32_t cls = candidates_[i].cls;
       bool matched = false;
+      bool as_cause = false;
       uint32_t last_pattern = UINT32_MAX;
       for (; i < candidates_.size() && candidates_[i].cls == cls; ++i) {
         if (matched || candidates_[i].pattern == last_pattern) continue;
         last_pattern = candidates_[i].pattern;
         captures.clear();
-        matched =
-            pattern_matches(classes[cls].patterns[candidates_[i].pattern], lt.text, &captures);
+        const CompiledPattern& p = classes[cls].patterns[candidates_[i].pattern];
+        matched = pattern_matches(p, lt.text, &captures);
+        as_cause = matched && p.as_cause;
       }
       if (!matched) continue;
       bool excluded = false;
@@ -234,15 +236,17 @@ class Scanner {
         }
       }
       if (excluded) continue;
-      record(cls, lt, ls, le, hb, he, std::move(captures));
+      record(cls, lt, ls, le, hb, he, std::move(captures), as_cause);
       return;
     }
   }
 
   void record(uint32_t cls, const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
-              const LiteralHit* he, std::vector<std::pair<std::string, std::string>> captures) {
+              const LiteralHit* he, std::vector<std::pair<std::string, std::string>> captures,
+              bool as_cause) {
     const SignatureClass& c = plan_.catalog().classes()[cls];
     Finding f;
+    f.cause = as_cause;
     f.cls = c.id;
     f.source = opt_.source;
     f.line = line_no_;

@@ -336,11 +336,10 @@ std::string render_markdown(const Triage& t) {
       if (!r.reachable) verdict = "unreachable: " + r.unreachable_reason;
       for (const auto& why : r.verdict_reasons)
         verdict += "; " + why;
-      md += "| " + md_table_cell(r.host) + " | " + md_table_cell(ranks_text(r.ranks)) + " | " +
-            md_table_cell(r.exit.empty() ? "-" : r.exit) + " | " +
-            md_table_cell(r.meaning.empty() ? "-" : r.meaning) + " | " + md_table_cell(events) +
-            " | " + md_table_cell(verdict) + " | " +
-            md_table_cell(r.log_hint.empty() ? "-" : r.log_hint) + " |\n";
+      md += "| " + md_prose(r.host) + " | " + md_prose(ranks_text(r.ranks)) + " | " +
+            md_prose(r.exit.empty() ? "-" : r.exit) + " | " +
+            md_prose(r.meaning.empty() ? "-" : r.meaning) + " | " + md_prose(events) + " | " +
+            md_prose(verdict) + " | " + md_prose(r.log_hint.empty() ? "-" : r.log_hint) + " |\n";
     }
     md +=
         "\nKernel events and exit statuses come from the nodes' agents (trusted); the last column "
@@ -444,7 +443,9 @@ json triage_to_json(const Triage& t) {
       {"found", t.summary.found},
       {"line", t.summary.found ? json(t.summary.line) : json(nullptr)},
       {"status", t.summary.status_word.empty() ? json(nullptr) : json(t.summary.status_word)},
-      {"exit_code", opt(t.summary.exit_code)}};
+      {"exit_code", opt(t.summary.exit_code)},
+      {"finished",
+       t.summary.finished_usec > 0 ? json(format_utc(t.summary.finished_usec)) : json(nullptr)}};
   j["primary_failure"] = t.primary_failure.empty() ? json(nullptr) : json(t.primary_failure);
   j["primary_title"] = t.primary_title.empty() ? json(nullptr) : json(t.primary_title);
   j["stage"] = t.stage.empty() ? json(nullptr) : json(t.stage);

@@ -187,10 +187,21 @@ std::optional<bool> parse_bool(std::string_view v) {
 }
 
 const std::set<std::string>& signature_keys() {
-  static const std::set<std::string> keys = {
-      "title",       "priority", "role",    "stage",        "pattern",
-      "exclude",     "explains", "derived", "kernel-event", "kernel-min-severity",
-      "slurm-state", "explain",  "next"};
+  static const std::set<std::string> keys = {"title",
+                                             "priority",
+                                             "role",
+                                             "stage",
+                                             "pattern",
+                                             "cause-pattern",
+                                             "exclude",
+                                             "explains",
+                                             "derived",
+                                             "kernel-event",
+                                             "kernel-min-severity",
+                                             "slurm-state",
+                                             "explain",
+                                             "next",
+                                             "next-if-live"};
   return keys;
 }
 
@@ -231,8 +242,11 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
       }
     } else if (e.key == "stage") {
       c.stage = e.value;
-    } else if (e.key == "pattern") {
+    } else if (e.key == "pattern" || e.key == "cause-pattern") {
       compile_into(sec, e, c.patterns, errors);
+      if (e.key == "cause-pattern" && !c.patterns.empty() && c.patterns.back().line == e.line) {
+        c.patterns.back().as_cause = true;
+      }
     } else if (e.key == "exclude") {
       std::string err;
       // Excludes only run on lines that already matched, so they need no trigger literal.
@@ -284,8 +298,8 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
       }
     } else if (e.key == "explain") {
       c.explain = e.value;
-    } else if (e.key == "next") {
-      c.next.push_back(e.value);
+    } else if (e.key == "next" || e.key == "next-if-live") {
+      c.next.push_back(SignatureClass::NextStep{e.value, e.key == "next-if-live"});
     }
   }
   if (!c.derived && c.patterns.empty() && c.kernel_events.empty() && c.slurm_states.empty() &&

@@ -33,6 +33,8 @@ struct CompiledPattern {
   bool literal_icase = false;
   // Literals (lower-cased) of which every match contains at least one: the scanner's triggers.
   std::vector<std::string> required;
+  // A `cause-pattern`: its lines rank as causes even in a consequence class.
+  bool as_cause = false;
 };
 
 struct SignatureClass {
@@ -49,7 +51,11 @@ struct SignatureClass {
   Severity kernel_min_severity = Severity::kError;
   std::vector<std::string> slurm_states;
   std::string explain;
-  std::vector<std::string> next;
+  struct NextStep {
+    std::string text;
+    bool live_only = false;  // `next-if-live`: only while the job still runs
+  };
+  std::vector<NextStep> next;
   std::string file;
   int line = 0;
 };

@@ -143,6 +143,7 @@ struct Triage {
     int64_t line = 0;
     std::string status_word;
     std::optional<int> exit_code;
+    int64_t finished_usec = 0;
   } summary;
 
   std::string primary_failure;  // class id; empty = none
