@@ -110,6 +110,31 @@ void LiteralSearcher::verify(const char* base, size_t block_len, size_t pos, uin
   }
 }
 
+namespace {
+
+// The sampling loop, with the stride a compile-time constant when it is one of the usual values
+// (S > 0) so that the four loads of a round use fixed offsets. Only the table bytes stay live
+// across a round; a round with a marked sample is looked at again sample by sample.
+template <size_t S, typename Check>
+inline size_t sample_rounds(const char* base, size_t last, size_t stride, const uint8_t* map,
+                            Check&& check) {
+  const size_t s = S > 0 ? S : stride;
+  size_t p = 0;
+  while (p + 3 * s <= last) {
+    const uint8_t any = static_cast<uint8_t>(
+        map[hash_gram(load_gram(base + p))] | map[hash_gram(load_gram(base + p + s))] |
+        map[hash_gram(load_gram(base + p + 2 * s))] | map[hash_gram(load_gram(base + p + 3 * s))]);
+    if (any != 0) {
+      for (size_t k = 0; k < 4; ++k)
+        check(p + k * s);
+    }
+    p += 4 * s;
+  }
+  return p;
+}
+
+}  // namespace
+
 void LiteralSearcher::find(std::string_view block, size_t accept_end,
                            std::vector<LiteralHit>& hits) const {
   const size_t first_hit = hits.size();
@@ -119,34 +144,28 @@ void LiteralSearcher::find(std::string_view block, size_t accept_end,
   const uint8_t* map = map_.data();
   const size_t s = stride_;
   const size_t last = n - kGram;  // last valid sample position
-  size_t p = 0;
-  // Four samples per round keep several independent loads in flight.
-  while (p + 3 * s <= last) {
-    const uint32_t g0 = load_gram(base + p);
-    const uint32_t g1 = load_gram(base + p + s);
-    const uint32_t g2 = load_gram(base + p + 2 * s);
-    const uint32_t g3 = load_gram(base + p + 3 * s);
-    const uint32_t h0 = hash_gram(g0);
-    const uint32_t h1 = hash_gram(g1);
-    const uint32_t h2 = hash_gram(g2);
-    const uint32_t h3 = hash_gram(g3);
-    const uint8_t b0 = map[h0];
-    const uint8_t b1 = map[h1];
-    const uint8_t b2 = map[h2];
-    const uint8_t b3 = map[h3];
-    if ((b0 | b1 | b2 | b3) != 0) {
-      if (b0 != 0) verify(base, n, p, g0, h0, accept_end, hits);
-      if (b1 != 0) verify(base, n, p + s, g1, h1, accept_end, hits);
-      if (b2 != 0) verify(base, n, p + 2 * s, g2, h2, accept_end, hits);
-      if (b3 != 0) verify(base, n, p + 3 * s, g3, h3, accept_end, hits);
-    }
-    p += 4 * s;
-  }
-  for (; p <= last; p += s) {
-    const uint32_t g = load_gram(base + p);
+  auto check = [&](size_t pos) {
+    const uint32_t g = load_gram(base + pos);
     const uint32_t h = hash_gram(g);
-    if (map[h] != 0) verify(base, n, p, g, h, accept_end, hits);
+    if (map[h] != 0) verify(base, n, pos, g, h, accept_end, hits);
+  };
+  size_t p = 0;
+  switch (s) {
+    case 4:
+      p = sample_rounds<4>(base, last, s, map, check);
+      break;
+    case 5:
+      p = sample_rounds<5>(base, last, s, map, check);
+      break;
+    case 6:
+      p = sample_rounds<6>(base, last, s, map, check);
+      break;
+    default:
+      p = sample_rounds<0>(base, last, s, map, check);
+      break;
   }
+  for (; p <= last; p += s)
+    check(p);
   // Samples are in order but a literal's start is its sample minus an offset: sort the new hits.
   // They are nearly in order already, so an insertion sort is linear in practice.
   auto before = [](const LiteralHit& a, const LiteralHit& b) {

@@ -87,23 +87,30 @@ std::optional<bool> truthy(std::string_view v) {
 
 }  // namespace
 
-const std::vector<std::string>& fact_triggers() {
-  static const std::vector<std::string> t = {
-      "completed step:",
-      "job summary",
-      "passthrough_args",
-      "config param ",
-      "node_exit",
-      "ssh -l ",
-      "[prometheus] started on port",
-      "stopped sending heartbeats",
-      "polled error from coordination service",
-      "terminating process because the jax distributed service",
-      "traceback (most recent call last)",
-      "srun: error: ",
-      "no existing checkpoints found",
-      "restoring from this run's directory step",
-  };
+const std::vector<FactTrigger>& fact_triggers() {
+  static const std::vector<FactTrigger> t = [] {
+    std::vector<FactTrigger> v = {
+        {"completed step:", FactKind::kStep},
+        {"job summary", FactKind::kSummary},
+        {"passthrough_args", FactKind::kPassthrough},
+        {"config param ", FactKind::kConfigParam},
+        {"node_exit", FactKind::kNodeExit},
+        {"[prometheus] started on port", FactKind::kPrometheusPort},
+        {"stopped sending heartbeats", FactKind::kHeartbeat},
+        {"polled error from coordination service", FactKind::kPolledError},
+        {"terminating process because the jax distributed service", FactKind::kTerminating},
+        {"traceback (most recent call last)", FactKind::kTraceback},
+        {"srun: error: ", FactKind::kSrunError},
+        {"no existing checkpoints found", FactKind::kFreshStart},
+        {"restoring from this run's directory step", FactKind::kRestore},
+    };
+    // "ssh -L <port>:..." or "ssh -L localhost:...": spelled out so that every trigger literal is
+    // at least 8 bytes long (the literal search samples every min_length - 3 bytes).
+    for (const char* tail : {"1", "2", "3", "4", "5", "6", "7", "8", "9", "l"}) {
+      v.push_back({std::string("ssh -l ") + tail, FactKind::kSshTunnel});
+    }
+    return v;
+  }();
   return t;
 }
 
@@ -234,11 +241,10 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     const auto [end, ec] = std::from_chars(v.data(), v.data() + n, d);
     if (ec == std::errc() && end == v.data() + n && d >= 0 && d < 1e9) seconds = d;
   }
-  const int64_t t = leading_timestamp_usec(lt.text, year_hint_).value_or(0);
-
   StepSegment& seg = facts_.steps;
   if (seg.first_step >= 0 && *step < seg.last_step - kRestartDrop) {
     // Training started over in the same log (a requeue or an in-job restart).
+    finish_segment(seg);
     facts_.earlier.push_back(seg);
     if (facts_.earlier.size() > kMaxEarlierSegments) facts_.earlier.erase(facts_.earlier.begin());
     ++facts_.restarts;
@@ -249,8 +255,8 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.last_step = *step;
     seg.first_line = line_no;
     seg.last_line = line_no;
-    seg.first_time_usec = t;
-    seg.last_time_usec = t;
+    seg.first_time_usec = leading_timestamp_usec(lt.text, year_hint_).value_or(0);
+    seg.last_time_usec = seg.first_time_usec;
     seg.distinct_steps = 1;
     seg.first_seconds = seconds;
     seg.last_text = bounded(lt.raw);
@@ -259,7 +265,8 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   if (*step <= seg.last_step) return;  // the same step printed by another rank, or a lagging rank
   seg.last_step = *step;
   seg.last_line = line_no;
-  seg.last_time_usec = t;
+  // Only the last step's time matters: it is read from last_text when the segment is finished.
+  seg.last_time_usec = -1;
   seg.last_text = bounded(lt.raw);
   ++seg.distinct_steps;
   if (seconds >= 0) {
@@ -271,6 +278,18 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
       ++seg.warm_count;
     }
   }
+}
+
+void FactCollector::finish_segment(StepSegment& seg) const {
+  if (seg.last_time_usec < 0) {
+    seg.last_time_usec =
+        leading_timestamp_usec(split_line(seg.last_text).text, year_hint_).value_or(0);
+  }
+}
+
+LogFacts FactCollector::take() {
+  finish_segment(facts_.steps);
+  return std::move(facts_);
 }
 
 void FactCollector::on_summary_window_line(const LineText& lt, int64_t line_no) {

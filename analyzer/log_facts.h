@@ -16,7 +16,7 @@
 
 namespace triage {
 
-// Literals that trigger fact extraction, lower-case, indexed by FactKind.
+// What a line can tell the extractors; fact_triggers() lists the (lower-case) literals for each.
 enum class FactKind : uint8_t {
   kStep,
   kSummary,
@@ -34,7 +34,11 @@ enum class FactKind : uint8_t {
   kRestore,
   kCount
 };
-const std::vector<std::string>& fact_triggers();
+struct FactTrigger {
+  std::string literal;
+  FactKind kind;
+};
+const std::vector<FactTrigger>& fact_triggers();
 
 // One uninterrupted run of training steps (a restart in the same log starts a new one).
 struct StepSegment {
@@ -43,7 +47,7 @@ struct StepSegment {
   int64_t first_line = 0;
   int64_t last_line = 0;
   int64_t first_time_usec = 0;  // 0 = the line had no timestamp
-  int64_t last_time_usec = 0;
+  int64_t last_time_usec = 0;   // (-1 while the collector has not worked it out yet)
   uint64_t distinct_steps = 0;
   double steady_seconds_sum = 0;  // steps >= first_step + 5
   uint64_t steady_count = 0;
@@ -150,11 +154,12 @@ class FactCollector {
   // Parses the header lines (the first lines of the log) for RAY=1 and friends.
   void on_header_line(std::string_view text);
 
-  LogFacts& facts() { return facts_; }
-  LogFacts take() { return std::move(facts_); }
+  // The facts, finished (the last step's time is worked out here, not on every step line).
+  LogFacts take();
 
  private:
   void on_step(const LineText& lt, int64_t line_no);
+  void finish_segment(StepSegment& seg) const;
   void on_summary_window_line(const LineText& lt, int64_t line_no);
   void on_passthrough(const LineText& lt, int64_t line_no);
   void on_config_param(const LineText& lt);

@@ -41,9 +41,9 @@ ScanPlan::ScanPlan(const SignatureCatalog& catalog) : catalog_(&catalog) {
       }
     }
   }
-  const auto& facts = fact_triggers();
-  for (size_t k = 0; k < facts.size(); ++k)
-    add(facts[k], Use{Use::kFact, static_cast<uint32_t>(k), 0});
+  for (const auto& ft : fact_triggers()) {
+    add(ft.literal, Use{Use::kFact, static_cast<uint32_t>(ft.kind), 0});
+  }
 
   class_order_.resize(classes.size());
   for (size_t i = 0; i < classes.size(); ++i)

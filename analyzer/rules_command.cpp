@@ -61,8 +61,8 @@ int list(const std::vector<std::string>& dirs) {
   return errors.empty() ? 0 : 1;
 }
 
-// For the benchmark: every signature and harmless pattern, one per line, as RE2 (what rg takes) or
-// POSIX ERE (grep -E).
+// For the benchmark: every signature and harmless pattern, one per line, as RE2 without group names
+// (what rg takes) or POSIX ERE (grep -E).
 int export_patterns(const std::vector<std::string>& dirs, bool ere) {
   std::vector<InputError> errors;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
@@ -70,7 +70,13 @@ int export_patterns(const std::vector<std::string>& dirs, bool ere) {
     std::fprintf(stderr, "%s\n", e.what());
   auto emit = [ere](const CompiledPattern& p) {
     if (!ere) {
-      std::printf("%s\n", p.source.c_str());
+      // rg joins the patterns into one alternation, where repeated group names are an error.
+      std::string s = p.source;
+      for (size_t at = s.find("(?P<"); at != std::string::npos; at = s.find("(?P<", at + 1)) {
+        const size_t close = s.find('>', at);
+        if (close != std::string::npos) s.erase(at + 1, close - at);
+      }
+      std::printf("%s\n", s.c_str());
       return;
     }
     const auto converted = to_posix_ere(p.source);

@@ -68,7 +68,7 @@ struct HarmlessEntry {
 
 // Shortest literal the scanner accepts as a trigger: shorter ones would make the literal search
 // sample the log too densely (see literal_search.h).
-inline constexpr size_t kMinTriggerLength = 7;
+inline constexpr size_t kMinTriggerLength = 8;
 
 class SignatureCatalog {
  public:
