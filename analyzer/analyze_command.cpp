@@ -84,8 +84,8 @@ struct Options {
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "slurm-triage analyze: %s\n(see 'slurm-triage analyze --help')\n",
-               msg.c_str());
+  (void)std::fprintf(stderr, "slurm-triage analyze: %s\n(see 'slurm-triage analyze --help')\n",
+                     msg.c_str());
   std::exit(kExitUsage);
 }
 
@@ -99,7 +99,7 @@ Options parse_options(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "-h" || a == "--help") {
-      std::fputs(kHelp, stdout);
+      (void)std::fputs(kHelp, stdout);
       std::exit(kExitOk);
     } else if (a == "--format") {
       o.format = value("--format");
@@ -168,7 +168,7 @@ std::optional<Evidence> load_evidence(const std::string& path, int& exit_code) {
     if (truncated) throw InputError(path, 0, "evidence is larger than 64 MiB");
     return parse_evidence(text, path == "-" ? "<stdin>" : path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "slurm-triage analyze: evidence: %s\n", e.what());
+    (void)std::fprintf(stderr, "slurm-triage analyze: evidence: %s\n", e.what());
     exit_code = kExitInput;
     return std::nullopt;
   }
@@ -256,7 +256,7 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
     out.progress = std::to_string(t.progress.last_step + 1);
     if (t.progress.total_steps) {
       char pct[32];
-      std::snprintf(pct, sizeof pct, " (%.0f%%)", t.progress.percent.value_or(0));
+      (void)std::snprintf(pct, sizeof pct, " (%.0f%%)", t.progress.percent.value_or(0));
       out.progress += "/" + std::to_string(*t.progress.total_steps) + pct;
     }
   }
@@ -277,8 +277,8 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
       write_report(where, md, js, report_mode_for(rep.log_mode));
       out.report = where.md_path();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "slurm-triage analyze: %s: cannot write the report: %s\n",
-                   spec.display.c_str(), e.what());
+      (void)std::fprintf(stderr, "slurm-triage analyze: %s: cannot write the report: %s\n",
+                         spec.display.c_str(), e.what());
       out.error = std::string("cannot write the report: ") + e.what();
       out.exit_code = std::max(out.exit_code, kExitWrite);
     }
@@ -305,8 +305,8 @@ void progress_bar(size_t done, size_t total, const std::string& name) {
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
   std::string shown(truncate_utf8(printable(name), 40));
-  std::fprintf(stderr, "\r[%s] %zu/%zu %-40s", bar.c_str(), done, total, shown.c_str());
-  std::fflush(stderr);
+  (void)std::fprintf(stderr, "\r[%s] %zu/%zu %-40s", bar.c_str(), done, total, shown.c_str());
+  (void)std::fflush(stderr);
 }
 
 void print_summary(const std::vector<JobOutcome>& rows, const Options& o,
@@ -316,8 +316,8 @@ void print_summary(const std::vector<JobOutcome>& rows, const Options& o,
     for (const auto& r : rows)
       arr.push_back(outcome_json(r));
     nlohmann::json j = {{"jobs", arr}, {"skipped", skipped}};
-    std::fputs((j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(),
-               stdout);
+    (void)std::fputs(
+        (j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(), stdout);
     return;
   }
   size_t wj = 3;
@@ -328,40 +328,42 @@ void print_summary(const std::vector<JobOutcome>& rows, const Options& o,
     wp = std::max(wp, r.primary.size());
     ws = std::max(ws, std::min<size_t>(r.stage.size(), 20));
   }
-  std::printf("%-*s  %-9s  %-*s  %-*s  %s\n", static_cast<int>(wj), "JOB", "STATUS",
-              static_cast<int>(wp), "PRIMARY FAILURE", static_cast<int>(ws), "STAGE", "PROGRESS");
+  (void)std::printf("%-*s  %-9s  %-*s  %-*s  %s\n", static_cast<int>(wj), "JOB", "STATUS",
+                    static_cast<int>(wp), "PRIMARY FAILURE", static_cast<int>(ws), "STAGE",
+                    "PROGRESS");
   for (const auto& r : rows) {
-    std::printf("%-*s  %-9s  %-*s  %-*s  %s\n", static_cast<int>(wj), printable(r.display).c_str(),
-                r.status.empty() ? "error" : r.status.c_str(), static_cast<int>(wp),
-                r.primary.empty() ? "-" : r.primary.c_str(), static_cast<int>(ws),
-                r.stage.empty() ? "-" : printable(truncate_utf8(r.stage, 20)).c_str(),
-                r.progress.empty() ? "-" : r.progress.c_str());
+    (void)std::printf("%-*s  %-9s  %-*s  %-*s  %s\n", static_cast<int>(wj),
+                      printable(r.display).c_str(), r.status.empty() ? "error" : r.status.c_str(),
+                      static_cast<int>(wp), r.primary.empty() ? "-" : r.primary.c_str(),
+                      static_cast<int>(ws),
+                      r.stage.empty() ? "-" : printable(truncate_utf8(r.stage, 20)).c_str(),
+                      r.progress.empty() ? "-" : r.progress.c_str());
   }
   bool header = false;
   for (const auto& r : rows) {
     if (r.primary.empty() && r.error.empty()) continue;
     if (!header) {
-      std::printf("\n");
+      (void)std::printf("\n");
       header = true;
     }
-    std::printf("%s: ", printable(r.display).c_str());
+    (void)std::printf("%s: ", printable(r.display).c_str());
     if (!r.primary.empty()) {
-      std::printf("%s (%s)", r.primary.c_str(), r.title.c_str());
+      (void)std::printf("%s (%s)", r.primary.c_str(), r.title.c_str());
       if (!r.first_evidence.empty()) std::printf(", %s", r.first_evidence.c_str());
     } else {
-      std::printf("%s", printable(r.error).c_str());
+      (void)std::printf("%s", printable(r.error).c_str());
     }
-    std::printf("\n");
+    (void)std::printf("\n");
   }
   if (!skipped.empty()) {
-    std::printf("\nskipped (no 'log' entry, e.g. shared checkpoint directories): ");
+    (void)std::printf("\nskipped (no 'log' entry, e.g. shared checkpoint directories): ");
     for (size_t i = 0; i < skipped.size(); ++i)
-      std::printf("%s%s", i > 0 ? ", " : "", printable(skipped[i]).c_str());
-    std::printf("\n");
+      (void)std::printf("%s%s", i > 0 ? ", " : "", printable(skipped[i]).c_str());
+    (void)std::printf("\n");
   }
   for (const auto& r : rows) {
     if (!r.report.empty()) {
-      std::printf("\nreports written beside each job (triage.md, triage.json)\n");
+      (void)std::printf("\nreports written beside each job (triage.md, triage.json)\n");
       break;
     }
   }
@@ -375,9 +377,9 @@ int run_analyze(int argc, char** argv) {
   const SignatureCatalog catalog = SignatureCatalog::load(o.rules_dirs, rule_errors);
   if (!rule_errors.empty()) {
     for (const auto& e : rule_errors)
-      std::fprintf(stderr, "%s\n", e.what());
-    std::fprintf(stderr,
-                 "slurm-triage analyze: the rule catalog has errors (slurm-triage rules check)\n");
+      (void)std::fprintf(stderr, "%s\n", e.what());
+    (void)std::fprintf(
+        stderr, "slurm-triage analyze: the rule catalog has errors (slurm-triage rules check)\n");
     return kExitRules;
   }
   const ScanPlan plan(catalog);
@@ -436,25 +438,27 @@ int run_analyze(int argc, char** argv) {
           for (const auto& s : j.at("skipped"))
             skipped.push_back(p + "/" + s.get<std::string>());
         } catch (const std::exception& e) {
-          std::fprintf(stderr, "slurm-triage analyze: %s: %s\n", p.c_str(), e.what());
+          (void)std::fprintf(stderr, "slurm-triage analyze: %s: %s\n", p.c_str(), e.what());
           worst = std::max(worst, kExitInput);
           continue;
         }
         if (names.empty()) {
-          std::fprintf(stderr,
-                       "slurm-triage analyze: %s: no job directories (none has a 'log' entry)\n",
-                       p.c_str());
+          (void)std::fprintf(
+              stderr, "slurm-triage analyze: %s: no job directories (none has a 'log' entry)\n",
+              p.c_str());
           worst = std::max(worst, kExitInput);
         }
         for (const auto& n : names) {
-          const std::string full = (p.back() == '/' ? p : p + "/") + n;
+          std::string full = p;
+          if (full.back() != '/') full += '/';
+          full += n;
           jobs.push_back(JobSpec{n, JobSpec::kPath, full, 0, full});
         }
         break;
       }
       case ArgumentKind::kMissing:
-        std::fprintf(stderr, "slurm-triage analyze: %s: no such log file, directory or job id\n",
-                     p.c_str());
+        (void)std::fprintf(
+            stderr, "slurm-triage analyze: %s: no such log file, directory or job id\n", p.c_str());
         worst = std::max(worst, kExitInput);
         break;
     }
@@ -468,15 +472,15 @@ int run_analyze(int argc, char** argv) {
       std::string err;
       const auto who = owner_for(spec, ev, err);
       if (!who) {
-        std::fprintf(stderr, "slurm-triage analyze: %s: cannot tell whose job this is: %s\n",
-                     spec.display.c_str(), err.c_str());
+        (void)std::fprintf(stderr, "slurm-triage analyze: %s: cannot tell whose job this is: %s\n",
+                           spec.display.c_str(), err.c_str());
         return std::max(worst, kExitInput);
       }
       become(*who);
     }
     const JobOutcome r = run_job(spec, o, plan, ev, true);
     if (!r.error.empty() && r.status.empty())
-      std::fprintf(stderr, "slurm-triage analyze: %s\n", r.error.c_str());
+      (void)std::fprintf(stderr, "slurm-triage analyze: %s\n", r.error.c_str());
     return std::max(worst, r.exit_code);
   }
 
@@ -515,7 +519,7 @@ int run_analyze(int argc, char** argv) {
   }
   if (tty) {
     progress_bar(jobs.size(), jobs.size(), "");
-    std::fprintf(stderr, "\n");
+    (void)std::fprintf(stderr, "\n");
   }
   if (!o.quiet) print_summary(rows, o, skipped);
   return worst;

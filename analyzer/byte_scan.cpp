@@ -4,10 +4,6 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace triage {
 
 namespace {
@@ -22,41 +18,39 @@ constexpr std::array<unsigned char, 256> make_lower_table() {
 
 const std::array<unsigned char, 256> kLowerAscii = make_lower_table();
 
+namespace {
+
+// 16 bytes as a GNU vector (GCC and Clang): compiles to SSE2/NEON compares without intrinsics.
+using Bytes16 = signed char __attribute__((vector_size(16)));
+
+inline Bytes16 load16(const char* p) {
+  Bytes16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
 size_t count_newlines(const char* p, size_t n) {
   size_t count = 0;
   size_t i = 0;
-#if defined(__SSE2__)
-  // Byte-wise counters: each compare yields 0xFF (= -1) per newline, subtracted into 16 lanes; at
-  // most 255 rounds before the lanes are summed with SAD so that no lane overflows.
-  const __m128i nl = _mm_set1_epi8('\n');
-  const __m128i zero = _mm_setzero_si128();
-  while (i + 16 <= n) {
-    __m128i acc = _mm_setzero_si128();
-    size_t rounds = 0;
-    while (i + 64 <= n && rounds < 63) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 48));
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(a, nl));
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(b, nl));
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(c, nl));
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(d, nl));
-      i += 64;
-      ++rounds;
+  // Byte-wise counters: a compare yields -1 per newline, subtracted into 16 lanes; at most 252
+  // subtractions before the lanes are summed, so that no lane overflows.
+  const Bytes16 nl = {'\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n',
+                      '\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n'};
+  while (i + 64 <= n) {
+    Bytes16 acc = {};
+    for (size_t rounds = 0; i + 64 <= n && rounds < 63; ++rounds, i += 64) {
+      acc -= (load16(p + i) == nl);
+      acc -= (load16(p + i + 16) == nl);
+      acc -= (load16(p + i + 32) == nl);
+      acc -= (load16(p + i + 48) == nl);
     }
-    if (rounds == 0) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
-      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(a, nl));
-      i += 16;
-    }
-    const __m128i sums = _mm_sad_epu8(acc, zero);
-    count += static_cast<size_t>(_mm_cvtsi128_si32(sums)) +
-             static_cast<size_t>(_mm_cvtsi128_si32(_mm_unpackhi_epi64(sums, sums)));
+    for (size_t k = 0; k < 16; ++k)
+      count += static_cast<unsigned char>(acc[k]);
   }
-#endif
   for (; i < n; ++i)
-    count += p[i] == '\n' ? 1 : 0;
+    count += p[i] == '\n' ? 1u : 0u;
   return count;
 }
 

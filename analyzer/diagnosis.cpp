@@ -196,11 +196,7 @@ Triage diagnose(const DiagnosisInput& in) {
   const SignatureCatalog& cat = *in.catalog;
   Triage t;
   t.generated_usec = in.now_usec;
-  t.log_path = in.log_path;
-  t.job_dir = in.job_dir;
-  t.job_id = in.job_id;
-  t.job_name = in.job_name;
-  t.user = in.user;
+  static_cast<JobIdentity&>(t) = in;
   t.mode = in.mode;
   t.slurm_state = in.slurm_state;
   t.slurm_state_source = in.slurm_state.empty() ? "unavailable" : in.slurm_state_source;

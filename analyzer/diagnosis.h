@@ -16,7 +16,7 @@
 
 namespace triage {
 
-struct DiagnosisInput {
+struct DiagnosisInput : JobIdentity {
   const SignatureCatalog* catalog = nullptr;
   const ScanResult* scan = nullptr;              // null when the log could not be read
   std::vector<const ScanResult*> extra_scans;    // full mode: rank logs, Ray worker logs
@@ -26,11 +26,6 @@ struct DiagnosisInput {
   std::string slurm_state_source;  // evidence | option | squeue | unavailable
   int64_t now_usec = 0;
   int64_t log_mtime_usec = 0;
-  std::string log_path;
-  std::string job_dir;
-  std::optional<uint64_t> job_id;
-  std::string job_name;
-  std::string user;
   std::string mode = "basic";
   bool has_tsdb_dir = false;  // <job dir>/prometheus exists
   StallPolicy stall;

@@ -107,7 +107,10 @@ ExtraLogs scan_extra_logs(int job_dir_fd, const ScanPlan& plan, bool full,
       const bool out_file = n.size() > 4 && n.compare(n.size() - 4, 4, ".out") == 0;
       if (!full && probes >= limits.restore_probe_files) break;
       probes += out_file ? 1 : 0;
-      files.push_back(dir + "/" + n);
+      std::string rel = dir;
+      rel += '/';
+      rel += n;
+      files.push_back(std::move(rel));
       is_worker_out.push_back(out_file);
     }
   }
@@ -133,7 +136,7 @@ ExtraLogs scan_extra_logs(int job_dir_fd, const ScanPlan& plan, bool full,
     opt.head_lines = 0;
     opt.tail_lines = 0;
     opt.source = files[i];
-    opt.block_bytes = 256 * 1024;
+    opt.block_bytes = size_t{256} * 1024;
     opt.max_bytes = std::min(budget, full ? limits.max_bytes_per_file : limits.restore_probe_bytes);
     try {
       ScanResult r = scan_log(fd.get(), plan, opt);

@@ -31,10 +31,7 @@ JobReport analyze_job(const JobTarget& target, const ScanPlan& plan, const Evide
   in.catalog = &plan.catalog();
   in.evidence = evidence;
   in.now_usec = options.now_usec;
-  in.log_path = target.log_path;
-  in.job_dir = target.job_dir;
-  in.job_id = target.job_id;
-  in.job_name = target.job_name;
+  static_cast<JobIdentity&>(in) = target;
   in.mode = options.mode;
   in.stall = options.stall;
   if (evidence != nullptr) {

@@ -15,13 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/job_identity.h"
+
 namespace triage {
 
-struct JobTarget {
-  std::string log_path;  // "" when no log was found
-  std::string job_dir;   // "" when the job has no directory
-  std::optional<uint64_t> job_id;
-  std::string job_name;
+struct JobTarget : JobIdentity {
   bool from_outputs_folder = false;
   std::string error;  // why the argument could not be resolved ("" = fine)
 };

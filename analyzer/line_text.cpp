@@ -96,8 +96,8 @@ std::optional<int64_t> glog_at(std::string_view s, int year) {
     if (q > p + 1) frac = std::string(s.substr(p, q - p));
   }
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%s%s", year, mo, d,
-                std::string(s.substr(6, 8)).c_str(), frac.c_str());
+  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%s%s", year, mo, d,
+                      std::string(s.substr(6, 8)).c_str(), frac.c_str());
   const auto v = parse_timestamp_usec(buf);
   if (!v) return std::nullopt;
   return naive_local_to_utc(*v);

@@ -27,7 +27,7 @@ inline uint32_t hash_gram(uint32_t folded) {
 }
 
 // Sampling stops this far into a calibration sample: enough text to see the log's common words.
-constexpr size_t kCalibrationBytes = 512 * 1024;
+constexpr size_t kCalibrationBytes = size_t{512} * 1024;
 
 }  // namespace
 

@@ -14,8 +14,9 @@ namespace {
 
 constexpr size_t kMaxKeptText = 1024;
 constexpr size_t kMaxHosts = 8192;
-constexpr size_t kMaxSrunFacts = 4096;
-constexpr size_t kMaxRanksPerFact = 4096;
+// Bounds that keep memory flat on hostile logs (at most a few MiB of facts whatever the input).
+constexpr size_t kMaxSrunFacts = 512;
+constexpr size_t kMaxRanksPerFact = 1024;
 constexpr size_t kMaxAccused = 4096;
 constexpr size_t kMaxSelfReports = 65536;
 constexpr size_t kMaxTracebacks = 64;
@@ -391,7 +392,7 @@ void FactCollector::on_node_exit(const LineText& lt, int64_t line_no) {
   if (host == kv.end() || ex == kv.end() || host->second.empty()) return;
   const auto code = parse_int(ex->second);
   if (!code) return;
-  NodeExitFact f{bounded(host->second), static_cast<int>(*code), line_no, bounded(lt.raw)};
+  NodeExitFact f{bounded(host->second), static_cast<int>(*code), line_no};
   for (auto& existing : facts_.node_exits) {
     if (existing.host == f.host) {
       existing = std::move(f);
@@ -463,16 +464,15 @@ void FactCollector::on_prometheus_port(const LineText& lt, int64_t line_no) {
 }
 
 void FactCollector::on_heartbeat_text(std::string_view text) {
-  auto& acc = facts_.heartbeat.accused;
+  auto& acc = facts_.heartbeat.accused;  // kept sorted
   size_t pos = 0;
-  while ((pos = text.find("task:", pos)) != std::string_view::npos) {
+  while (acc.size() < kMaxAccused && (pos = text.find("task:", pos)) != std::string_view::npos) {
     pos += 5;
     if (const auto id = leading_int(text.substr(pos)); id && *id >= 0) {
-      if (std::find(acc.begin(), acc.end(), *id) == acc.end() && acc.size() < kMaxAccused)
-        acc.push_back(*id);
+      const auto it = std::lower_bound(acc.begin(), acc.end(), *id);
+      if (it == acc.end() || *it != *id) acc.insert(it, *id);
     }
   }
-  std::sort(acc.begin(), acc.end());
 }
 
 void FactCollector::on_srun_error(const LineText& lt, int64_t line_no) {

@@ -80,7 +80,6 @@ struct NodeExitFact {
   std::string host;
   int exit_code = 0;
   int64_t line = 0;
-  std::string text;
 };
 
 // "srun: error: node003: tasks 4-7: Killed": which tasks ran where, and how they ended.

@@ -112,7 +112,7 @@ std::vector<LineCopy> read_tail_lines(int fd, uint64_t end, int64_t total_lines,
   if (end == 0 || count == 0) return out;
   // Line ends, newest first: the end of the last line is `end` (minus its line break, if any).
   std::vector<uint64_t> starts;  // line starts found, newest first
-  constexpr size_t kChunk = 64 * 1024;
+  constexpr size_t kChunk = size_t{64} * 1024;
   std::vector<char> chunk(kChunk);
   uint64_t pos = end;
   uint64_t scanned = 0;

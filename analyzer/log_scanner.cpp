@@ -59,8 +59,8 @@ ScanPlan::ScanPlan(const SignatureCatalog& catalog) : catalog_(&catalog) {
 namespace {
 
 // Patterns run on at most this much of one line; longer lines are matched around their literals.
-constexpr size_t kMaxMatchText = 64 * 1024;
-constexpr size_t kMinOverlap = 16 * 1024;
+constexpr size_t kMaxMatchText = size_t{64} * 1024;
+constexpr size_t kMinOverlap = size_t{16} * 1024;
 constexpr size_t kMaxRankErrors = 65536;
 constexpr uint64_t kMaxTailScan = 64ull << 20;
 

@@ -138,8 +138,8 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
             continue;
           f.cls = "signal-kill";
           f.text = who + " was killed by " + task_outcome(t);
-          // Not decisive: a crash at teardown after an exception, or an abort after JAX's coordinated
-          // shutdown, is a consequence; the ranking decides with the log.
+          // Not decisive: a crash at teardown after an exception, or an abort after JAX's
+          // coordinated shutdown, is a consequence; the ranking decides with the log.
           tf.decisive = false;
         } else {
           if (cancelled && (*t.exit_code == 143 || *t.exit_code == 130 || *t.exit_code == 137))

@@ -49,8 +49,8 @@ ChildOutcome run_in_child_as(const std::optional<Identity>& who,
     out.error = std::string("pipe: ") + std::strerror(errno);
     return out;
   }
-  std::fflush(stdout);
-  std::fflush(stderr);
+  (void)std::fflush(stdout);
+  (void)std::fflush(stderr);
   const pid_t pid = ::fork();
   if (pid < 0) {
     out.error = std::string("fork: ") + std::strerror(errno);
@@ -66,7 +66,7 @@ ChildOutcome run_in_child_as(const std::optional<Identity>& who,
       if (who) become(*who);
       status = fn(result);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "slurm-triage: %s\n", e.what());
+      (void)std::fprintf(stderr, "slurm-triage: %s\n", e.what());
       status = 70;
     }
     try {
@@ -74,8 +74,8 @@ ChildOutcome run_in_child_as(const std::optional<Identity>& who,
     } catch (const std::exception&) {
       status = 70;
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
+    (void)std::fflush(stdout);
+    (void)std::fflush(stderr);
     ::_exit(status);
   }
   ::close(p[1]);

@@ -30,16 +30,16 @@ int check(const std::vector<std::string>& dirs) {
   std::vector<std::string> files;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors, &files);
   for (const auto& e : errors)
-    std::printf("%s\n", e.what());
+    (void)std::printf("%s\n", e.what());
   size_t patterns = 0;
   for (const auto& c : cat.classes())
     patterns += c.patterns.size();
   for (const auto& h : cat.harmless())
     patterns += h.patterns.size();
-  std::fprintf(errors.empty() ? stdout : stderr,
-               "%zu file(s), %zu classes, %zu harmless entries, %zu patterns: %s\n", files.size(),
-               cat.classes().size(), cat.harmless().size(), patterns,
-               errors.empty() ? "ok" : (std::to_string(errors.size()) + " error(s)").c_str());
+  (void)std::fprintf(errors.empty() ? stdout : stderr,
+                     "%zu file(s), %zu classes, %zu harmless entries, %zu patterns: %s\n",
+                     files.size(), cat.classes().size(), cat.harmless().size(), patterns,
+                     errors.empty() ? "ok" : (std::to_string(errors.size()) + " error(s)").c_str());
   return errors.empty() ? 0 : 1;
 }
 
@@ -47,17 +47,17 @@ int list(const std::vector<std::string>& dirs) {
   std::vector<InputError> errors;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
   for (const auto& e : errors)
-    std::fprintf(stderr, "%s\n", e.what());
-  std::printf("%-20s %8s  %-11s %-16s %s\n", "CLASS", "PRIORITY", "ROLE", "STAGE", "TITLE");
+    (void)std::fprintf(stderr, "%s\n", e.what());
+  (void)std::printf("%-20s %8s  %-11s %-16s %s\n", "CLASS", "PRIORITY", "ROLE", "STAGE", "TITLE");
   for (const auto& c : cat.classes()) {
     std::string stage = c.stage.empty() ? "-" : c.stage;
-    std::printf("%-20s %8d  %-11s %-16s %s%s\n", c.id.c_str(), c.priority,
-                role_name(c.role).c_str(), stage.c_str(), c.title.c_str(),
-                c.derived ? " (derived)" : "");
+    (void)std::printf("%-20s %8d  %-11s %-16s %s%s\n", c.id.c_str(), c.priority,
+                      role_name(c.role).c_str(), stage.c_str(), c.title.c_str(),
+                      c.derived ? " (derived)" : "");
   }
-  std::printf("\n%-20s %s\n", "HARMLESS", "WHY");
+  (void)std::printf("\n%-20s %s\n", "HARMLESS", "WHY");
   for (const auto& h : cat.harmless())
-    std::printf("%-20s %s\n", h.id.c_str(), h.why.c_str());
+    (void)std::printf("%-20s %s\n", h.id.c_str(), h.why.c_str());
   return errors.empty() ? 0 : 1;
 }
 
@@ -67,7 +67,7 @@ int export_patterns(const std::vector<std::string>& dirs, bool ere) {
   std::vector<InputError> errors;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
   for (const auto& e : errors)
-    std::fprintf(stderr, "%s\n", e.what());
+    (void)std::fprintf(stderr, "%s\n", e.what());
   auto emit = [ere](const CompiledPattern& p) {
     if (!ere) {
       // rg joins the patterns into one alternation, where repeated group names are an error.
@@ -76,15 +76,15 @@ int export_patterns(const std::vector<std::string>& dirs, bool ere) {
         const size_t close = s.find('>', at);
         if (close != std::string::npos) s.erase(at + 1, close - at);
       }
-      std::printf("%s\n", s.c_str());
+      (void)std::printf("%s\n", s.c_str());
       return;
     }
     const auto converted = to_posix_ere(p.source);
     if (converted) {
-      std::printf("%s\n", converted->c_str());
+      (void)std::printf("%s\n", converted->c_str());
     } else {
-      std::fprintf(stderr, "%s:%d: no POSIX ERE form, left out: %s\n", p.file.c_str(), p.line,
-                   p.source.c_str());
+      (void)std::fprintf(stderr, "%s:%d: no POSIX ERE form, left out: %s\n", p.file.c_str(), p.line,
+                         p.source.c_str());
     }
   };
   for (const auto& c : cat.classes()) {
@@ -100,12 +100,12 @@ int export_patterns(const std::vector<std::string>& dirs, bool ere) {
 
 int run_rules(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kHelp, stderr);
+    (void)std::fputs(kHelp, stderr);
     return 2;
   }
   const std::string sub = argv[1];
   if (sub == "-h" || sub == "--help") {
-    std::fputs(kHelp, stdout);
+    (void)std::fputs(kHelp, stdout);
     return 0;
   }
   std::vector<std::string> dirs;
@@ -113,19 +113,19 @@ int run_rules(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(kHelp, stdout);
+      (void)std::fputs(kHelp, stdout);
       return 0;
     }
     if (a == "--rules") {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "slurm-triage rules: --rules needs a directory\n");
+        (void)std::fprintf(stderr, "slurm-triage rules: --rules needs a directory\n");
         return 2;
       }
       dirs.emplace_back(argv[++i]);
     } else if (a == "--ere" && sub == "export-patterns") {
       ere = true;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "slurm-triage rules: unknown option %s\n", a.c_str());
+      (void)std::fprintf(stderr, "slurm-triage rules: unknown option %s\n", a.c_str());
       return 2;
     } else {
       dirs.push_back(a);
@@ -134,7 +134,8 @@ int run_rules(int argc, char** argv) {
   if (sub == "check") return check(dirs);
   if (sub == "list") return list(dirs);
   if (sub == "export-patterns") return export_patterns(dirs, ere);
-  std::fprintf(stderr, "slurm-triage rules: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
+  (void)std::fprintf(stderr, "slurm-triage rules: unknown subcommand '%s'\n\n%s", sub.c_str(),
+                     kHelp);
   return 2;
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzer/finding.h"
+#include "analyzer/job_identity.h"
 #include "analyzer/log_reader.h"
 
 namespace triage {
@@ -26,7 +27,8 @@ inline constexpr const char* kStatusRunning = "running";
 inline constexpr const char* kStatusHanging = "hanging";
 inline constexpr const char* kStatusUnknown = "unknown";
 
-struct ProgressProjection {
+// Fields are grouped for the reader, not packed: one of these exists per report.
+struct ProgressProjection {  // NOLINT(clang-analyzer-optin.performance.Padding)
   bool has_steps = false;
   std::string start;  // "fresh" | "restored" | "unknown"
   std::optional<int64_t> restored_from_step;
@@ -124,13 +126,8 @@ struct ScanStats {
   std::vector<std::string> extra_sources;  // full mode: other files scanned
 };
 
-struct Triage {
+struct Triage : JobIdentity {
   int schema_version = kTriageSchemaVersion;
-  std::string log_path;
-  std::string job_dir;
-  std::optional<uint64_t> job_id;
-  std::string job_name;
-  std::string user;
   std::string mode = "basic";
   int64_t generated_usec = 0;
 

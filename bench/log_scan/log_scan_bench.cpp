@@ -101,9 +101,9 @@ struct Gen {
     struct tm tm {};
     gmtime_r(&secs, &tm);
     char b[48];
-    std::snprintf(b, sizeof b, "%04d-%02d-%02d %02d:%02d:%02d,%03d", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>((t - static_cast<double>(secs)) * 1000));
+    (void)std::snprintf(b, sizeof b, "%04d-%02d-%02d %02d:%02d:%02d,%03d", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>((t - static_cast<double>(secs)) * 1000));
     return b;
   }
   std::string glog(char sev) {
@@ -111,9 +111,9 @@ struct Gen {
     struct tm tm {};
     gmtime_r(&secs, &tm);
     char b[48];
-    std::snprintf(b, sizeof b, "%c%02d%02d %02d:%02d:%02d.%06d", sev, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>((t - static_cast<double>(secs)) * 1e6));
+    (void)std::snprintf(b, sizeof b, "%c%02d%02d %02d:%02d:%02d.%06d", sev, tm.tm_mon + 1,
+                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>((t - static_cast<double>(secs)) * 1e6));
     return b;
   }
   int r(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
@@ -126,65 +126,71 @@ struct Gen {
     t += 0.002;
     if (kind < 55) {
       if (rank == 0) ++step;
-      std::snprintf(b, sizeof b,
-                    "%2d: [%s] completed step: %ld, seconds: %.3f, TFLOP/s/device: %.3f, "
-                    "Tokens/s/device: %.3f, "
-                    "total_weights: 1048576, loss: %.3f",
-                    rank, stamp().c_str(), step, 9.5 + r(100) / 500.0, 400 + r(1000) / 100.0,
-                    3400 + r(5000) / 100.0, 9.0 - static_cast<double>(step % 5000) / 1000.0);
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: [%s] completed step: %ld, seconds: %.3f, TFLOP/s/device: %.3f, "
+                          "Tokens/s/device: %.3f, "
+                          "total_weights: 1048576, loss: %.3f",
+                          rank, stamp().c_str(), step, 9.5 + r(100) / 500.0, 400 + r(1000) / 100.0,
+                          3400 + r(5000) / 100.0, 9.0 - static_cast<double>(step % 5000) / 1000.0);
     } else if (kind < 300) {
-      std::snprintf(b, sizeof b,
-                    "%2d: gpu-a%03d:%d:%d [%d] NCCL INFO Channel %02d/%d : %d[%d] -> %d[%d] [send] "
-                    "via NET/IB/%d/GDRDMA",
-                    rank, 17 + rank / 8, 2231 + rank, 2240 + rank, rank % 8, r(32), r(2),
-                    rank * 8 + r(8), r(8), (rank * 8 + 11) % 256, r(8), r(4));
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: gpu-a%03d:%d:%d [%d] NCCL INFO Channel %02d/%d : %d[%d] -> %d[%d] [send] "
+          "via NET/IB/%d/GDRDMA",
+          rank, 17 + rank / 8, 2231 + rank, 2240 + rank, rank % 8, r(32), r(2), rank * 8 + r(8),
+          r(8), (rank * 8 + 11) % 256, r(8), r(4));
     } else if (kind < 450) {
-      std::snprintf(b, sizeof b,
-                    "%2d: %s %d gpu_transfer_manager.cc:244] ROCm buffer pool: %d of 64 blocks in "
-                    "use, %d bytes pinned",
-                    rank, glog('I').c_str(), 2231 + rank, r(64), r(1 << 30));
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: %s %d gpu_transfer_manager.cc:244] ROCm buffer pool: %d of 64 blocks in "
+          "use, %d bytes pinned",
+          rank, glog('I').c_str(), 2231 + rank, r(64), r(1 << 30));
     } else if (kind < 560) {
-      std::snprintf(b, sizeof b,
-                    "%2d: [rank%d]:[W%s ProcessGroupNCCL.cpp:%d] [PG ID 0 PG GUID 0 Rank %d] "
-                    "collective %d took %d us",
-                    rank, rank, glog('I').c_str() + 1, 1000 + r(3000), rank, r(100000), r(100000));
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: [rank%d]:[W%s ProcessGroupNCCL.cpp:%d] [PG ID 0 PG GUID 0 Rank %d] "
+                          "collective %d took %d us",
+                          rank, rank, glog('I').c_str() + 1, 1000 + r(3000), rank, r(100000),
+                          r(100000));
     } else if (kind < 660) {
-      std::snprintf(b, sizeof b,
-                    "%2d: %s - INFO - jax._src.dispatch - Finished tracing + transforming "
-                    "jit(train_step) in %.4f sec",
-                    rank, stamp().c_str(), r(1000) / 10000.0);
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: %s - INFO - jax._src.dispatch - Finished tracing + transforming "
+                          "jit(train_step) in %.4f sec",
+                          rank, stamp().c_str(), r(1000) / 10000.0);
     } else if (kind < 740) {
-      std::snprintf(b, sizeof b,
-                    "%2d: (MaxTextTrainer pid=%d, ip=10.1.0.%d) Memstats: After step %ld: Using "
-                    "(GB) %d.%02d / 191.5 (%d.%02d%%) on rocm:%d",
-                    rank, 48000 + rank, 17 + rank / 8, step, 100 + r(80), r(100), 50 + r(40),
-                    r(100), rank % 8);
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: (MaxTextTrainer pid=%d, ip=10.1.0.%d) Memstats: After step %ld: Using "
+          "(GB) %d.%02d / 191.5 (%d.%02d%%) on rocm:%d",
+          rank, 48000 + rank, 17 + rank / 8, step, 100 + r(80), r(100), 50 + r(40), r(100),
+          rank % 8);
     } else if (kind < 820) {
-      std::snprintf(b, sizeof b,
-                    "%2d: %s %d xla_bridge.cc:%d] Compiled module jit_train_step in %d ms; %d HLO "
-                    "instructions; buffer assignment %d MiB",
-                    rank, glog('I').c_str(), 2231 + rank, 100 + r(900), r(5000), 10000 + r(90000),
-                    r(100000));
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: %s %d xla_bridge.cc:%d] Compiled module jit_train_step in %d ms; %d HLO "
+          "instructions; buffer assignment %d MiB",
+          rank, glog('I').c_str(), 2231 + rank, 100 + r(900), r(5000), 10000 + r(90000), r(100000));
     } else if (kind < 880) {
-      std::snprintf(b, sizeof b,
-                    "%2d: Per train step:  Total TFLOPs: %d.%02d  split as %d.%02d%% learnable "
-                    "weight flops and %d.%02d%% attention flops",
-                    rank, 2000 + r(500), r(100), 90 + r(9), r(100), r(9), r(100));
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: Per train step:  Total TFLOPs: %d.%02d  split as %d.%02d%% learnable "
+          "weight flops and %d.%02d%% attention flops",
+          rank, 2000 + r(500), r(100), 90 + r(9), r(100), r(9), r(100));
     } else if (kind < 930) {
-      std::snprintf(b, sizeof b,
-                    "%2d: W%s %d orbax/checkpoint/async_checkpointer.py:%d] Waiting for previous "
-                    "save to finish (step %ld), %d ms",
-                    rank, glog('I').c_str() + 1, 2231 + rank, 100 + r(300), step, r(10000));
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: W%s %d orbax/checkpoint/async_checkpointer.py:%d] Waiting for previous "
+          "save to finish (step %ld), %d ms",
+          rank, glog('I').c_str() + 1, 2231 + rank, 100 + r(300), step, r(10000));
     } else if (kind < 960) {
-      std::snprintf(b, sizeof b,
-                    "%2d: %s INFO tensorboard: wrote %d events to "
-                    "/shared/home/alice/maxtext/outputs/ckpt-llama3-70b/tensorboard",
-                    rank, stamp().c_str(), r(100));
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: %s INFO tensorboard: wrote %d events to "
+                          "/shared/home/alice/maxtext/outputs/ckpt-llama3-70b/tensorboard",
+                          rank, stamp().c_str(), r(100));
     } else if (kind < 990) {
-      std::snprintf(b, sizeof b,
-                    "%2d: %s %d gcs_rpc_client.h:%d] Heartbeat OK from node %016lx after %d ms",
-                    rank, glog('I').c_str(), 2231 + rank, 100 + r(500),
-                    static_cast<unsigned long>(rng()), r(100));
+      (void)std::snprintf(
+          b, sizeof b, "%2d: %s %d gcs_rpc_client.h:%d] Heartbeat OK from node %016lx after %d ms",
+          rank, glog('I').c_str(), 2231 + rank, 100 + r(500), static_cast<unsigned long>(rng()),
+          r(100));
     } else if (kind < 996) {
       // The known-harmless lines, at the rate a long job prints them.
       static const char* harmless[] = {
@@ -197,9 +203,9 @@ struct Gen {
           "I1121 10:00:00.000000 2231 tpu_initializer_helper.cc:269] No hardware is found. Using "
           "default TPU version: jellyfish",
       };
-      std::snprintf(b, sizeof b, "%2d: %s", rank, harmless[r(5)]);
+      (void)std::snprintf(b, sizeof b, "%2d: %s", rank, harmless[r(5)]);
     } else {
-      std::snprintf(b, sizeof b, "%2d: ", rank);
+      (void)std::snprintf(b, sizeof b, "%2d: ", rank);
       std::string s = b;
       const int len = 200 + r(3000);  // a long progress/config dump line
       for (int i = 0; i < len; ++i)
@@ -219,7 +225,7 @@ bool write_log(const std::string& path, uint64_t size) {
       "enable_checkpointing=true "
       "checkpoint_period=500\n  ssh -L 8265:localhost:8265 -L 9190:localhost:9190 -J alice@login "
       "alice@gpu-a017\n";
-  std::fputs(header.c_str(), f);
+  (void)std::fputs(header.c_str(), f);
   uint64_t written = header.size();
   uint64_t next_failure = 200ull << 20;
   static const char* failures[] = {
@@ -285,9 +291,10 @@ int main(int argc, char** argv) {
     } else if (a == "--keep") {
       keep = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: log_scan_bench [--size BYTES[K|M|G]] [--dir DIR] [--runs N] [--cpu N] "
-                   "[--keep]\n");
+      (void)std::fprintf(
+          stderr,
+          "usage: log_scan_bench [--size BYTES[K|M|G]] [--dir DIR] [--runs N] [--cpu N] "
+          "[--keep]\n");
       return 2;
     }
   }
@@ -298,11 +305,11 @@ int main(int argc, char** argv) {
 
   struct stat st {};
   if (::stat(log.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
-    std::printf("writing a %.2f GiB log to %s ...\n", static_cast<double>(size) / (1 << 30),
-                log.c_str());
-    std::fflush(stdout);
+    (void)std::printf("writing a %.2f GiB log to %s ...\n", static_cast<double>(size) / (1 << 30),
+                      log.c_str());
+    (void)std::fflush(stdout);
     if (!write_log(log, size)) {
-      std::fprintf(stderr, "cannot write %s\n", log.c_str());
+      (void)std::fprintf(stderr, "cannot write %s\n", log.c_str());
       return 1;
     }
     ::stat(log.c_str(), &st);
@@ -310,42 +317,42 @@ int main(int argc, char** argv) {
   const std::string export_cmd = bin + " rules export-patterns > " + re2 + " && " + bin +
                                  " rules export-patterns --ere > " + ere + " 2>/dev/null";
   if (std::system(export_cmd.c_str()) != 0) {
-    std::fprintf(stderr, "could not export the patterns\n");
+    (void)std::fprintf(stderr, "could not export the patterns\n");
     return 1;
   }
   // Warm the page cache so that every tool reads from memory.
   run({"cat", log}, cpu);
 
   const double gib = static_cast<double>(st.st_size) / (1 << 30);
-  std::printf("log: %s (%.2f GiB), patterns: %s, best of %d, pinned to CPU %d\n\n", log.c_str(),
-              gib, re2.c_str(), runs, cpu);
+  (void)std::printf("log: %s (%.2f GiB), patterns: %s, best of %d, pinned to CPU %d\n\n",
+                    log.c_str(), gib, re2.c_str(), runs, cpu);
   const Measure ours =
       best_of({bin, "analyze", "--slurm-state", "none", "--format", "json", log}, cpu, runs);
-  std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (exit %d)\n",
-              "slurm-triage analyze (full analysis)", ours.seconds, gib / ours.seconds,
-              static_cast<double>(ours.max_rss_kb) / 1024, ours.status);
+  (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (exit %d)\n",
+                    "slurm-triage analyze (full analysis)", ours.seconds, gib / ours.seconds,
+                    static_cast<double>(ours.max_rss_kb) / 1024, ours.status);
   Measure rg;
   Measure grep;
   if (have("rg")) {
     rg = best_of({"rg", "-j1", "-c", "-f", re2, log}, cpu, runs);
-    std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
-                "rg -j1 -c -f <catalog patterns>", rg.seconds, gib / rg.seconds,
-                static_cast<double>(rg.max_rss_kb) / 1024,
-                rg.out.empty() ? "0" : rg.out.substr(0, rg.out.find('\n')).c_str());
+    (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
+                      "rg -j1 -c -f <catalog patterns>", rg.seconds, gib / rg.seconds,
+                      static_cast<double>(rg.max_rss_kb) / 1024,
+                      rg.out.empty() ? "0" : rg.out.substr(0, rg.out.find('\n')).c_str());
   }
   if (have("grep")) {
     grep = best_of({"grep", "-E", "-c", "-f", ere, log}, cpu, std::min(runs, 1));
-    std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
-                "grep -E -c -f <catalog patterns>", grep.seconds, gib / grep.seconds,
-                static_cast<double>(grep.max_rss_kb) / 1024,
-                grep.out.empty() ? "0" : grep.out.substr(0, grep.out.find('\n')).c_str());
+    (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
+                      "grep -E -c -f <catalog patterns>", grep.seconds, gib / grep.seconds,
+                      static_cast<double>(grep.max_rss_kb) / 1024,
+                      grep.out.empty() ? "0" : grep.out.substr(0, grep.out.find('\n')).c_str());
   }
-  std::printf("\n");
+  (void)std::printf("\n");
   if (rg.seconds > 0)
-    std::printf("speed-up over rg:   %.2fx (target >= 2x)\n", rg.seconds / ours.seconds);
+    (void)std::printf("speed-up over rg:   %.2fx (target >= 2x)\n", rg.seconds / ours.seconds);
   if (grep.seconds > 0) std::printf("speed-up over grep: %.2fx\n", grep.seconds / ours.seconds);
-  std::printf("peak RSS: %.1f MiB (target < 64 MiB)\n",
-              static_cast<double>(ours.max_rss_kb) / 1024);
+  (void)std::printf("peak RSS: %.1f MiB (target < 64 MiB)\n",
+                    static_cast<double>(ours.max_rss_kb) / 1024);
   if (!keep) {
     ::unlink(re2.c_str());
     ::unlink(ere.c_str());

@@ -82,6 +82,15 @@ CaseRun run_case(const std::string& name) {
   return r;
 }
 
+// A gtest-friendly name for a fixture ("cancel-after-hang" -> "cancel_after_hang").
+std::string test_name(std::string n) {
+  for (char& ch : n) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+      ch = '_';
+  }
+  return n;
+}
+
 class Fixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fixture, MatchesItsGoldenTriageJson) {
@@ -108,13 +117,7 @@ TEST_P(Fixture, MatchesItsGoldenTriageJson) {
 
 INSTANTIATE_TEST_SUITE_P(Corpus, Fixture, ::testing::ValuesIn(fixture_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& ch : n) {
-                             if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                                   (ch >= '0' && ch <= '9')))
-                               ch = '_';
-                           }
-                           return n;
+                           return test_name(p.param);
                          });
 
 // Beyond the goldens: the facts each situation is about, stated plainly, so that a golden
@@ -175,13 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
         Expect{"evidence-hardware-fault", "failed", "hardware-fault"},
         Expect{"messy-crlf-ansi-binary", "failed", "oom-gpu"},
         Expect{"plain-sbatch-torch-oom", "failed", "oom-gpu"}),
-    [](const ::testing::TestParamInfo<Expect>& p) {
-      std::string n = p.param.fixture;
-      for (char& ch : n) {
-        if (ch == '-') ch = '_';
-      }
-      return n;
-    });
+    [](const ::testing::TestParamInfo<Expect>& p) { return test_name(p.param.fixture); });
 
 TEST(FixtureCorpus, HasAPositiveCaseForEveryClassInTheCatalog) {
   std::set<std::string> seen;

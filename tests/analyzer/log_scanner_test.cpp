@@ -46,7 +46,7 @@ TEST(LogScanner, ReportsLineNumbersTaskLabelsAndTheVerbatimLine) {
 
 TEST(LogScanner, FindsASignatureInsideAMultiMegabyteLineAndKeepsATruncatedCopy) {
   ScanOptions opt;
-  opt.block_bytes = 256 * 1024;
+  opt.block_bytes = size_t{256} * 1024;
   // The signature sits at several offsets around the piece boundaries of a 3 MB line.
   for (const size_t at : {size_t{10}, size_t{262144 - 20}, size_t{262144 - 16 * 1024 - 5},
                           size_t{1u << 20}, size_t{3u << 20}}) {

@@ -284,46 +284,41 @@ def gen_infrastructure():
         ["WARNING: No GPU devices detected in container on gpu-a018 (check --device=/dev/kfd --device=/dev/dri)"], 1),
         {"slurm_state": "none", "now": T0 + 3600})
 
-    def nic(d):
-        log = Log(9104, "llama3-70b", NODES4, seed=4)
-        header(log, PASS)
-        stages_ok(log)
-        log.add("== Training START %s" % ts(log.t, False))
-        for r in range(4):
-            log.task(r, "%s:%d:%d [0] NCCL INFO NCCL_SOCKET_IFNAME not set, probing interfaces" % (log.host_of(r), 3100 + r, 3100 + r))
-        log.task(2, "gpu-a019:3102:3102 [0] NCCL FATAL choose_nccl_socket_ifname.sh: Failed to auto-detect NCCL_SOCKET_IFNAME; ABORTING")
-        log.add("srun: error: gpu-a019: task 2: Exited with exit code 1")
-        log.add("== Training FAILED (exit=1)")
-        node_exits(log, [0, 0, 1, 0])
-        summary(log, "FAILED", 1)
-        return write_seed_layout(d, log)
-    fixture("nccl-nic-fail", "no usable NIC for NCCL on one node", nic, {"slurm_state": "none", "now": T0 + 3600})
+    def launch_failure(job_id, name, nodes, lines, exit_code, node_codes):
+        """The stages pass, then the training launch prints `lines` (text, or (rank, text)) and fails."""
+        def build(d):
+            log = Log(job_id, name, nodes, seed=job_id)
+            header(log, PASS)
+            stages_ok(log)
+            log.add("== Training START %s" % ts(log.t, False))
+            for l in lines:
+                if isinstance(l, tuple):
+                    log.task(*l)
+                else:
+                    log.add(l)
+            log.add("== Training FAILED (exit=%d)" % exit_code)
+            node_exits(log, node_codes)
+            summary(log, "FAILED", exit_code)
+            return write_seed_layout(d, log)
+        return build
 
-    def port(d):
-        log = Log(9105, "llama3-8b", NODES4[:2], seed=5)
-        header(log, PASS)
-        stages_ok(log)
-        log.add("== Training START %s" % ts(log.t, False))
-        log.add("[launcher] probing ports 12355-12399 on gpu-a017 for the JAX coordinator")
-        log.add("FATAL: Could not find a free port for JAX coordinator on gpu-a017 (12355-12399 all in use)")
-        log.add("== Training FAILED (exit=1)")
-        node_exits(log, [1, 1])
-        summary(log, "FAILED", 1)
-        return write_seed_layout(d, log)
-    fixture("port-fail", "no free port for the JAX coordinator", port, {"slurm_state": "none", "now": T0 + 3600})
-
-    def model(d):
-        log = Log(9106, "llama3-70b-instruct", NODES4[:1], seed=6)
-        header(log, PASS)
-        stages_ok(log)
-        log.add("== Training START %s" % ts(log.t, False))
-        log.add("!!! Unknown model: llama3-70b-instruct (no configs/llama3-70b-instruct*.gpu.yml)")
-        log.add("!!! Model name resolution failed; candidates: llama3-70b, llama3.1-70b")
-        log.add("== Training FAILED (exit=2)")
-        node_exits(log, [2])
-        summary(log, "FAILED", 2)
-        return write_seed_layout(d, log)
-    fixture("model-not-found", "model config name did not resolve", model, {"slurm_state": "none", "now": T0 + 3600})
+    fixture("nccl-nic-fail", "no usable NIC for NCCL on one node", launch_failure(
+        9104, "llama3-70b", NODES4,
+        [(r, "%s:%d:%d [0] NCCL INFO NCCL_SOCKET_IFNAME not set, probing interfaces" % (NODES4[r], 3100 + r, 3100 + r))
+         for r in range(4)]
+        + [(2, "gpu-a019:3102:3102 [0] NCCL FATAL choose_nccl_socket_ifname.sh: Failed to auto-detect NCCL_SOCKET_IFNAME; ABORTING"),
+           "srun: error: gpu-a019: task 2: Exited with exit code 1"], 1, [0, 0, 1, 0]),
+        {"slurm_state": "none", "now": T0 + 3600})
+    fixture("port-fail", "no free port for the JAX coordinator", launch_failure(
+        9105, "llama3-8b", NODES4[:2],
+        ["[launcher] probing ports 12355-12399 on gpu-a017 for the JAX coordinator",
+         "FATAL: Could not find a free port for JAX coordinator on gpu-a017 (12355-12399 all in use)"], 1, [1, 1]),
+        {"slurm_state": "none", "now": T0 + 3600})
+    fixture("model-not-found", "model config name did not resolve", launch_failure(
+        9106, "llama3-70b-instruct", NODES4[:1],
+        ["!!! Unknown model: llama3-70b-instruct (no configs/llama3-70b-instruct*.gpu.yml)",
+         "!!! Model name resolution failed; candidates: llama3-70b, llama3.1-70b"], 2, [2]),
+        {"slurm_state": "none", "now": T0 + 3600})
 
     fixture("patch-branch-fail", "hotfix branch checkout failed in the container", stage_failure(
         9107, "llama3-8b", "ECC check",
