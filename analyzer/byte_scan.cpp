@@ -1,0 +1,102 @@
+#include "analyzer/byte_scan.h"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+namespace triage {
+
+namespace {
+constexpr std::array<unsigned char, 256> make_lower_table() {
+  std::array<unsigned char, 256> t{};
+  for (size_t i = 0; i < t.size(); ++i) {
+    t[i] = static_cast<unsigned char>((i >= 'A' && i <= 'Z') ? i + 32 : i);
+  }
+  return t;
+}
+}  // namespace
+
+const std::array<unsigned char, 256> kLowerAscii = make_lower_table();
+
+namespace {
+
+// 16 bytes as a GNU vector (GCC and Clang): compiles to SSE2/NEON compares without intrinsics.
+using Bytes16 = signed char __attribute__((vector_size(16)));
+
+inline Bytes16 load16(const char* p) {
+  Bytes16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+size_t count_newlines(const char* p, size_t n) {
+  size_t count = 0;
+  size_t i = 0;
+  // Byte-wise counters: a compare yields -1 per newline, subtracted into 16 lanes; at most 252
+  // subtractions before the lanes are summed, so that no lane overflows.
+  const Bytes16 nl = {'\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n',
+                      '\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n'};
+  while (i + 64 <= n) {
+    Bytes16 acc = {};
+    for (size_t rounds = 0; i + 64 <= n && rounds < 63; ++rounds, i += 64) {
+      acc -= (load16(p + i) == nl);
+      acc -= (load16(p + i + 16) == nl);
+      acc -= (load16(p + i + 32) == nl);
+      acc -= (load16(p + i + 48) == nl);
+    }
+    for (size_t k = 0; k < 16; ++k)
+      count += static_cast<unsigned char>(acc[k]);
+  }
+  for (; i < n; ++i)
+    count += p[i] == '\n' ? 1u : 0u;
+  return count;
+}
+
+size_t strip_ansi_in_place(char* p, size_t n) {
+  const void* first = std::memchr(p, '\x1b', n);
+  if (first == nullptr) return n;
+  size_t w = static_cast<size_t>(static_cast<const char*>(first) - p);
+  size_t r = w;
+  while (r < n) {
+    const char c = p[r];
+    if (c != '\x1b') {
+      p[w++] = c;
+      ++r;
+      continue;
+    }
+    if (r + 1 >= n) {
+      ++r;  // a lone trailing ESC carries nothing
+      continue;
+    }
+    const char kind = p[r + 1];
+    if (kind == '[') {
+      size_t j = r + 2;
+      while (j < n && p[j] != '\n' && !(p[j] >= 0x40 && p[j] <= 0x7E))
+        ++j;
+      r = (j < n && p[j] != '\n') ? j + 1 : j;
+    } else if (kind == ']') {
+      size_t j = r + 2;
+      while (j < n && p[j] != '\n' && p[j] != '\x07' &&
+             !(p[j] == '\x1b' && j + 1 < n && p[j + 1] == '\\'))
+        ++j;
+      if (j < n && p[j] == '\x07') {
+        r = j + 1;
+      } else if (j < n && p[j] == '\x1b') {
+        r = j + 2;
+      } else {
+        r = j;
+      }
+    } else if (kind == '\n') {
+      ++r;
+    } else if (std::strchr("()*+-./", kind) != nullptr && r + 2 < n && p[r + 2] != '\n') {
+      r += 3;  // character set designation: ESC ( B
+    } else {
+      r += 2;
+    }
+  }
+  return w;
+}
+
+}  // namespace triage

@@ -1,0 +1,160 @@
+#include "analyzer/line_text.h"
+
+#include <climits>
+#include <ctime>
+#include <string>
+
+#include "common/time_util.h"
+
+namespace triage {
+
+namespace {
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Digits at s[pos, pos + n) as a number, or -1.
+int digits_at(std::string_view s, size_t pos, size_t n) {
+  if (pos + n > s.size()) return -1;
+  int v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = s[pos + i];
+    if (!is_digit(c)) return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// A timestamp printed without a zone is the local time of the machine that printed it; this
+// machine is on the same cluster, so its zone is the best guess.
+// The zone offset is looked up once per hour of log time: logs print the same hour many times.
+int64_t naive_local_to_utc(int64_t naive_as_utc_usec) {
+  thread_local int64_t cached_hour = INT64_MIN;
+  thread_local int64_t cached_offset_usec = 0;
+  const int64_t hour = naive_as_utc_usec / 3600000000;
+  if (hour != cached_hour) {
+    const auto secs = static_cast<time_t>(naive_as_utc_usec / 1000000);
+    struct tm tm {};
+    if (localtime_r(&secs, &tm) == nullptr) return naive_as_utc_usec;
+    cached_hour = hour;
+    cached_offset_usec = static_cast<int64_t>(tm.tm_gmtoff) * 1000000;
+  }
+  return naive_as_utc_usec - cached_offset_usec;
+}
+
+// "2026-11-21 12:00:01,123", "2026-11-21T12:00:01.5Z", "2026-11-21T12:00:01+02:00".
+std::optional<int64_t> iso_at(std::string_view s) {
+  if (s.size() < 19 || digits_at(s, 0, 4) < 0 || s[4] != '-' || digits_at(s, 5, 2) < 0 ||
+      s[7] != '-' || digits_at(s, 8, 2) < 0 || (s[10] != 'T' && s[10] != ' ') ||
+      digits_at(s, 11, 2) < 0 || s[13] != ':' || digits_at(s, 14, 2) < 0 || s[16] != ':' ||
+      digits_at(s, 17, 2) < 0) {
+    return std::nullopt;
+  }
+  size_t p = 19;
+  if (p < s.size() && (s[p] == '.' || s[p] == ',')) {
+    size_t q = p + 1;
+    while (q < s.size() && is_digit(s[q]))
+      ++q;
+    if (q > p + 1) p = q;
+  }
+  bool zoned = false;
+  if (p < s.size() && s[p] == 'Z') {
+    zoned = true;
+    ++p;
+  } else if (p + 5 <= s.size() && (s[p] == '+' || s[p] == '-') && digits_at(s, p + 1, 2) >= 0) {
+    if (p + 6 <= s.size() && s[p + 3] == ':' && digits_at(s, p + 4, 2) >= 0) {
+      zoned = true;
+      p += 6;
+    } else if (digits_at(s, p + 3, 2) >= 0) {
+      zoned = true;
+      p += 5;
+    }
+  }
+  const auto v = parse_timestamp_usec(s.substr(0, p));
+  if (!v) return std::nullopt;
+  return zoned ? *v : naive_local_to_utc(*v);
+}
+
+// absl/glog: "I1121 12:00:01.123456" (severity letter, month, day, time).
+std::optional<int64_t> glog_at(std::string_view s, int year) {
+  if (s.size() < 14 || (s[0] != 'I' && s[0] != 'W' && s[0] != 'E' && s[0] != 'F'))
+    return std::nullopt;
+  const int mo = digits_at(s, 1, 2);
+  const int d = digits_at(s, 3, 2);
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || s[5] != ' ') return std::nullopt;
+  if (digits_at(s, 6, 2) < 0 || s[8] != ':' || digits_at(s, 9, 2) < 0 || s[11] != ':' ||
+      digits_at(s, 12, 2) < 0) {
+    return std::nullopt;
+  }
+  size_t p = 14;
+  std::string frac;
+  if (p < s.size() && s[p] == '.') {
+    size_t q = p + 1;
+    while (q < s.size() && is_digit(s[q]))
+      ++q;
+    if (q > p + 1) frac = std::string(s.substr(p, q - p));
+  }
+  char buf[64];
+  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%s%s", year, mo, d,
+                      std::string(s.substr(6, 8)).c_str(), frac.c_str());
+  const auto v = parse_timestamp_usec(buf);
+  if (!v) return std::nullopt;
+  return naive_local_to_utc(*v);
+}
+
+}  // namespace
+
+LineText split_line(std::string_view raw) {
+  LineText lt;
+  if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+  lt.raw = raw;
+  std::string_view t = raw;
+  // srun -l: optional padding spaces, the task id, ": ".
+  size_t i = 0;
+  while (i < t.size() && i < 8 && t[i] == ' ')
+    ++i;
+  size_t j = i;
+  while (j < t.size() && j - i < 7 && is_digit(t[j]))
+    ++j;
+  if (j > i && j + 1 < t.size() && t[j] == ':' && t[j + 1] == ' ') {
+    int64_t v = 0;
+    for (size_t k = i; k < j; ++k)
+      v = v * 10 + (t[k] - '0');
+    lt.rank = v;
+    t.remove_prefix(j + 2);
+  }
+  // PyTorch: "[rank3]:" (the rest often follows without a space).
+  if (t.size() > 7 && t.substr(0, 5) == "[rank") {
+    size_t k = 5;
+    int64_t v = 0;
+    while (k < t.size() && k < 12 && is_digit(t[k]))
+      v = v * 10 + (t[k++] - '0');
+    if (k > 5 && k + 1 < t.size() && t[k] == ']' && t[k + 1] == ':') {
+      if (lt.rank < 0) lt.rank = v;
+      t.remove_prefix(k + 2);
+    }
+  }
+  lt.text = t;
+  return lt;
+}
+
+std::optional<int64_t> leading_timestamp_usec(std::string_view text, int year_hint) {
+  size_t i = 0;
+  while (i < text.size() && i < 4 && (text[i] == ' ' || text[i] == '[' || text[i] == '\t'))
+    ++i;
+  const std::string_view s = text.substr(i, 48);
+  if (s.empty()) return std::nullopt;
+  if (is_digit(s[0])) return iso_at(s);
+  if (year_hint == 0) year_hint = utc_year(now_usec());
+  return glog_at(s, year_hint);
+}
+
+int utc_year(int64_t usec) {
+  const auto secs = static_cast<time_t>(usec / 1000000);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  return tm.tm_year + 1900;
+}
+
+}  // namespace triage

@@ -1,0 +1,29 @@
+// What a log line looks like under its decorations: the `srun -l` task label ("  3: "), PyTorch's
+// "[rank3]:" prefix, and a leading timestamp in the shapes training jobs print (ISO 8601 / Python
+// logging, absl/glog "I1121 12:00:01.123456", each optionally in brackets).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace triage {
+
+struct LineText {
+  std::string_view raw;   // the whole line without its line break (and without a trailing CR)
+  std::string_view text;  // raw minus the task label and the [rankN]: prefix
+  int64_t rank = -1;      // srun task label, else the [rankN]: number, else -1
+};
+
+// Splits off the decorations. Cheap: looks at the first few bytes only.
+LineText split_line(std::string_view raw);
+
+// Parses a timestamp at the start of `text` (after optional '[' and spaces). Timestamps without a
+// zone are local time of this machine (the cluster's); absl/glog stamps have no year and take
+// `year_hint` (0 = the current year).
+std::optional<int64_t> leading_timestamp_usec(std::string_view text, int year_hint = 0);
+
+// The calendar year (UTC) of a time, for year_hint.
+int utc_year(int64_t usec);
+
+}  // namespace triage

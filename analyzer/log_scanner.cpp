@@ -1,0 +1,356 @@
+#include "analyzer/log_scanner.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include "analyzer/byte_scan.h"
+#include "analyzer/line_text.h"
+#include "analyzer/literal_search.h"
+#include "common/safe_io.h"
+#include "common/time_util.h"
+
+namespace triage {
+
+ScanPlan::ScanPlan(const SignatureCatalog& catalog) : catalog_(&catalog) {
+  std::unordered_map<std::string, uint32_t> index;
+  auto add = [&](const std::string& literal, Use use) {
+    auto [it, inserted] = index.emplace(literal, static_cast<uint32_t>(triggers_.size()));
+    if (inserted) {
+      triggers_.push_back(literal);
+      uses_.emplace_back();
+    }
+    uses_[it->second].push_back(use);
+  };
+  const auto& classes = catalog.classes();
+  for (size_t c = 0; c < classes.size(); ++c) {
+    for (size_t p = 0; p < classes[c].patterns.size(); ++p) {
+      for (const auto& lit : classes[c].patterns[p].required) {
+        add(lit, Use{Use::kSignature, static_cast<uint32_t>(c), static_cast<uint32_t>(p)});
+      }
+    }
+  }
+  const auto& harmless = catalog.harmless();
+  for (size_t h = 0; h < harmless.size(); ++h) {
+    for (size_t p = 0; p < harmless[h].patterns.size(); ++p) {
+      for (const auto& lit : harmless[h].patterns[p].required) {
+        add(lit, Use{Use::kHarmless, static_cast<uint32_t>(h), static_cast<uint32_t>(p)});
+      }
+    }
+  }
+  for (const auto& ft : fact_triggers()) {
+    add(ft.literal, Use{Use::kFact, static_cast<uint32_t>(ft.kind), 0});
+  }
+
+  class_order_.resize(classes.size());
+  for (size_t i = 0; i < classes.size(); ++i)
+    class_order_[i] = static_cast<uint32_t>(i);
+  std::stable_sort(class_order_.begin(), class_order_.end(), [&](uint32_t a, uint32_t b) {
+    return classes[a].priority < classes[b].priority;
+  });
+  class_rank_.resize(classes.size());
+  for (size_t i = 0; i < class_order_.size(); ++i)
+    class_rank_[class_order_[i]] = static_cast<uint32_t>(i);
+}
+
+namespace {
+
+// Patterns run on at most this much of one line; longer lines are matched around their literals.
+constexpr size_t kMaxMatchText = size_t{64} * 1024;
+constexpr size_t kMinOverlap = size_t{16} * 1024;
+constexpr size_t kMaxRankErrors = 65536;
+constexpr uint64_t kMaxTailScan = 64ull << 20;
+
+struct Candidate {
+  uint32_t rank;  // position of the class in priority order
+  uint32_t cls;
+  uint32_t pattern;
+};
+
+class Scanner {
+ public:
+  Scanner(const ScanPlan& plan, const ScanOptions& opt, ScanResult& out)
+      : plan_(plan),
+        opt_(opt),
+        out_(out),
+        facts_(opt.year_hint),
+        year_(opt.year_hint != 0 ? opt.year_hint : utc_year(now_usec())) {
+    out_.classes.assign(plan.catalog().classes().size(), ClassMatches{});
+    out_.harmless_counts.assign(plan.catalog().harmless().size(), 0);
+  }
+
+  // Scans one block; `line_no` is the number of the line containing data[0].
+  void block(const char* data, size_t size, const std::vector<LiteralHit>& hits) {
+    data_ = data;
+    size_t cursor = 0;
+    size_t hi = 0;
+    while (cursor < size) {
+      if (facts_.lines_wanted() <= 0 || !opt_.collect_facts) {
+        while (hi < hits.size() && hits[hi].pos < cursor)
+          ++hi;
+        if (hi == hits.size()) {
+          line_no_ += static_cast<int64_t>(count_newlines(data + cursor, size - cursor));
+          return;
+        }
+        const size_t pos = hits[hi].pos;
+        const void* prev = ::memrchr(data + cursor, '\n', pos - cursor);
+        const size_t ls = prev != nullptr
+                              ? static_cast<size_t>(static_cast<const char*>(prev) - data) + 1
+                              : cursor;
+        line_no_ += static_cast<int64_t>(count_newlines(data + cursor, ls - cursor));
+        cursor = ls;
+      }
+      const void* nl = std::memchr(data + cursor, '\n', size - cursor);
+      const size_t le =
+          nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - data) : size;
+      size_t hj = hi;
+      while (hj < hits.size() && hits[hj].pos < le)
+        ++hj;
+      line(cursor, le, hits.data() + hi, hits.data() + hj);
+      hi = hj;
+      if (nl == nullptr) return;
+      cursor = le + 1;
+      ++line_no_;
+    }
+  }
+
+  void capture_head(const char* data, size_t size, bool starts_line, bool piece) {
+    size_t pos = 0;
+    if (!starts_line) {
+      const void* nl = std::memchr(data, '\n', size);
+      if (nl == nullptr) return;
+      pos = static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
+    }
+    while (pos < size && out_.head.size() < opt_.head_lines) {
+      const void* nl = std::memchr(data + pos, '\n', size - pos);
+      const size_t end =
+          nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - data) : size;
+      LineCopy lc;
+      lc.number = static_cast<int64_t>(out_.head.size()) + 1;
+      lc.length = end - pos;
+      std::string_view text(data + pos, std::min(end - pos, opt_.line_copy_bytes));
+      if (!text.empty() && text.back() == '\r' && end - pos <= opt_.line_copy_bytes)
+        text.remove_suffix(1);
+      lc.text = std::string(text);
+      lc.truncated = end - pos > opt_.line_copy_bytes || (nl == nullptr && piece);
+      if (opt_.collect_facts) facts_.on_header_line(lc.text);
+      out_.head.push_back(std::move(lc));
+      if (nl == nullptr) break;
+      pos = end + 1;
+    }
+  }
+
+  int64_t line_no() const { return line_no_; }
+  FactCollector& facts() { return facts_; }
+
+ private:
+  void line(size_t ls, size_t le, const LiteralHit* hb, const LiteralHit* he) {
+    const size_t len = le - ls;
+    std::string_view whole(data_ + ls, len);
+    LineText lt;
+    if (len <= kMaxMatchText) {
+      lt = split_line(whole);
+    } else {
+      // Match around the literals: a pattern never needs megabytes of context.
+      const size_t first = hb != he ? hb->pos : ls;
+      const size_t from = first > ls + kMaxMatchText / 4 ? first - kMaxMatchText / 4 : ls;
+      const size_t to = std::min(le, from + kMaxMatchText);
+      const LineText head = split_line(whole.substr(0, 64));
+      lt = from == ls ? split_line(std::string_view(data_ + from, to - from)) : LineText{};
+      if (from != ls) {
+        lt.raw = std::string_view(data_ + from, to - from);
+        lt.text = lt.raw;
+      }
+      lt.rank = head.rank;
+    }
+
+    uint32_t fact_mask = 0;
+    bool harmless_candidate = false;
+    candidates_.clear();
+    for (const LiteralHit* h = hb; h != he; ++h) {
+      if (h != hb && h[-1].literal == h->literal) continue;
+      for (const auto& use : plan_.uses()[h->literal]) {
+        switch (use.kind) {
+          case ScanPlan::Use::kFact:
+            fact_mask |= 1u << use.owner;
+            break;
+          case ScanPlan::Use::kHarmless:
+            harmless_candidate = true;
+            break;
+          case ScanPlan::Use::kSignature:
+            candidates_.push_back(Candidate{plan_.class_rank()[use.owner], use.owner, use.pattern});
+            break;
+        }
+      }
+    }
+    if (!candidates_.empty() || harmless_candidate) ++out_.candidate_lines;
+    bool harmless = false;
+    if (harmless_candidate) {
+      const auto& entries = plan_.catalog().harmless();
+      for (const LiteralHit* h = hb; h != he && !harmless; ++h) {
+        for (const auto& use : plan_.uses()[h->literal]) {
+          if (use.kind != ScanPlan::Use::kHarmless) continue;
+          if (pattern_matches(entries[use.owner].patterns[use.pattern], lt.text)) {
+            ++out_.harmless_counts[use.owner];
+            harmless = true;
+            break;
+          }
+        }
+      }
+    }
+    if (!harmless && !candidates_.empty()) classify(lt, ls, le, hb, he);
+    if (opt_.collect_facts && (fact_mask != 0 || facts_.lines_wanted() > 0))
+      facts_.on_line(lt, line_no_, fact_mask);
+  }
+
+  void classify(const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
+                const LiteralHit* he) {
+    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.rank != b.rank ? a.rank < b.rank : a.pattern < b.pattern;
+    });
+    const auto& classes = plan_.catalog().classes();
+    std::vector<std::pair<std::string, std::string>> captures;
+    size_t i = 0;
+    while (i < candidates_.size()) {
+      const uint32_t cls = candidates_[i].cls;
+      bool matched = false;
+      bool as_cause = false;
+      uint32_t last_pattern = UINT32_MAX;
+      for (; i < candidates_.size() && candidates_[i].cls == cls; ++i) {
+        if (matched || candidates_[i].pattern == last_pattern) continue;
+        last_pattern = candidates_[i].pattern;
+        captures.clear();
+        const CompiledPattern& p = classes[cls].patterns[candidates_[i].pattern];
+        matched = pattern_matches(p, lt.text, &captures);
+        as_cause = matched && p.as_cause;
+      }
+      if (!matched) continue;
+      bool excluded = false;
+      for (const auto& ex : classes[cls].excludes) {
+        if (pattern_matches(ex, lt.text)) {
+          excluded = true;
+          break;
+        }
+      }
+      if (excluded) continue;
+      record(cls, lt, ls, le, hb, he, std::move(captures), as_cause);
+      return;
+    }
+  }
+
+  void record(uint32_t cls, const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
+              const LiteralHit* he, std::vector<std::pair<std::string, std::string>> captures,
+              bool as_cause) {
+    const SignatureClass& c = plan_.catalog().classes()[cls];
+    Finding f;
+    f.cause = as_cause;
+    f.cls = c.id;
+    f.source = opt_.source;
+    f.line = line_no_;
+    const size_t len = le - ls;
+    if (len <= opt_.evidence_bytes) {
+      f.text =
+          std::string(lt.raw.data() == data_ + ls ? lt.raw : std::string_view(data_ + ls, len));
+    } else {
+      const size_t first = hb != he ? hb->pos : ls;
+      const size_t from =
+          first > ls + opt_.evidence_bytes / 4 ? first - opt_.evidence_bytes / 4 : ls;
+      const size_t to = std::min(le, from + opt_.evidence_bytes);
+      f.text.assign(data_ + from, to - from);
+      f.truncated = true;
+    }
+    if (!f.text.empty() && f.text.back() == '\r') f.text.pop_back();
+    f.rank = lt.rank;
+    f.stage = c.stage;
+    for (const auto& [name, value] : captures) {
+      if (name == "host") {
+        f.host = value;
+      } else if (name == "stage") {
+        f.stage = value;
+      } else if (name == "time") {
+        f.time_usec = leading_timestamp_usec(value, year_).value_or(0);
+      }
+    }
+    if (f.time_usec == 0) f.time_usec = leading_timestamp_usec(lt.text, year_).value_or(0);
+    f.captures = std::move(captures);
+    if (c.id != "python-exception" && opt_.collect_facts)
+      f.traceback_line = facts_.open_traceback(lt.rank);
+    if (c.role == ClassRole::kCause && lt.rank >= 0 &&
+        out_.first_error_by_rank.size() < kMaxRankErrors) {
+      out_.first_error_by_rank.emplace(lt.rank, std::make_pair(line_no_, cls));
+    }
+    out_.classes[cls].add(std::move(f));
+  }
+
+  const ScanPlan& plan_;
+  const ScanOptions& opt_;
+  ScanResult& out_;
+  FactCollector facts_;
+  int year_;
+  std::vector<Candidate> candidates_;
+  const char* data_ = nullptr;
+  int64_t line_no_ = 1;
+};
+
+}  // namespace
+
+ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
+  const int64_t t0 = monotonic_usec();
+  ScanResult out;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_errno("stat log", errno);
+  out.size_at_open = static_cast<uint64_t>(st.st_size);
+  uint64_t limit = out.size_at_open;
+  if (options.max_bytes != 0 && limit > options.max_bytes) {
+    limit = options.max_bytes;
+    out.stopped_early = true;
+  }
+
+  LiteralSearcher searcher(plan.triggers());
+  const size_t overlap = std::max(kMinOverlap, 2 * searcher.max_length());
+  BlockReader reader(fd, limit, std::max(options.block_bytes, 8 * overlap), overlap);
+  Scanner scanner(plan, options, out);
+  std::vector<LiteralHit> hits;
+  bool calibrated = false;
+  char last_byte = '\n';
+  bool previous_was_piece = false;
+  LogBlock b;
+  while (reader.next(b)) {
+    char* data = reader.mutable_data();
+    size_t size = b.size;
+    size_t accept = b.accept_end;
+    if (size > 0) last_byte = data[size - 1];
+    const bool piece = b.ends_inside_line && !b.at_eof;
+    if (piece && !previous_was_piece) ++out.long_lines;
+    previous_was_piece = piece;
+    if (!piece) {
+      // Colour codes can sit inside a phrase; the bytes after an ordinary block are not reused, so
+      // the block can be compacted in place.
+      size = strip_ansi_in_place(data, size);
+      accept = size;
+    }
+    if (!calibrated) {
+      searcher.calibrate(std::string_view(data, size));
+      calibrated = true;
+    }
+    if (out.head.size() < options.head_lines)
+      scanner.capture_head(data, size, b.starts_line, piece);
+    hits.clear();
+    searcher.find(std::string_view(data, size), accept, hits);
+    // In a long line's piece, hits past `accept` were left for the next piece, which repeats them.
+    scanner.block(data, size, hits);
+  }
+  out.bytes_scanned = reader.bytes_read();
+  out.ends_without_newline = out.bytes_scanned > 0 && last_byte != '\n';
+  out.lines = scanner.line_no() - 1 + (out.ends_without_newline ? 1 : 0);
+  out.tail = read_tail_lines(fd, out.bytes_scanned, out.lines, options.tail_lines,
+                             options.line_copy_bytes, kMaxTailScan);
+  out.facts = scanner.facts().take();
+  out.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
+  return out;
+}
+
+}  // namespace triage

@@ -1,0 +1,79 @@
+// Where a log line becomes a finding. One streaming pass over a log: blocks are read with read(2)
+// into a fixed buffer, the literal search finds the few lines that can match anything, and only
+// those lines are split into their decorations and matched against the catalog's patterns
+// (harmless lines first) and fed to the fact extractors. The first and last lines are kept for the
+// report. Memory does not grow with the log: findings are bounded per class.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analyzer/finding.h"
+#include "analyzer/log_facts.h"
+#include "analyzer/log_reader.h"
+#include "analyzer/signature_catalog.h"
+
+namespace triage {
+
+// The catalog arranged for scanning: every distinct trigger literal and what it can lead to.
+class ScanPlan {
+ public:
+  explicit ScanPlan(const SignatureCatalog& catalog);
+
+  struct Use {
+    enum Kind : uint8_t { kSignature, kHarmless, kFact } kind = kSignature;
+    uint32_t owner = 0;    // class index, harmless index, or FactKind
+    uint32_t pattern = 0;  // pattern index within the owner
+  };
+
+  const SignatureCatalog& catalog() const { return *catalog_; }
+  const std::vector<std::string>& triggers() const { return triggers_; }
+  const std::vector<std::vector<Use>>& uses() const { return uses_; }
+  // Class indices, most specific (smallest priority) first.
+  const std::vector<uint32_t>& class_order() const { return class_order_; }
+  const std::vector<uint32_t>& class_rank() const { return class_rank_; }
+
+ private:
+  const SignatureCatalog* catalog_;
+  std::vector<std::string> triggers_;
+  std::vector<std::vector<Use>> uses_;
+  std::vector<uint32_t> class_order_;
+  std::vector<uint32_t> class_rank_;  // position of each class in class_order_
+};
+
+struct ScanOptions {
+  size_t head_lines = 80;
+  size_t tail_lines = 200;
+  size_t line_copy_bytes = 4096;  // per head/tail line
+  size_t evidence_bytes = 2048;   // per finding's text
+  size_t block_bytes = 1 << 20;
+  uint64_t max_bytes = 0;      // 0 = the whole file (as large as it was when opened)
+  int year_hint = 0;           // for timestamps without a year (0 = this year)
+  std::string source = "log";  // Finding::source for this file
+  bool collect_facts = true;
+};
+
+struct ScanResult {
+  uint64_t size_at_open = 0;
+  uint64_t bytes_scanned = 0;
+  int64_t lines = 0;
+  bool ends_without_newline = false;
+  bool stopped_early = false;  // max_bytes reached before the end
+  uint64_t long_lines = 0;     // lines longer than a block, scanned in pieces
+  uint64_t candidate_lines = 0;
+  std::vector<LineCopy> head;
+  std::vector<LineCopy> tail;
+  std::vector<ClassMatches> classes;                                    // by catalog class index
+  std::vector<uint64_t> harmless_counts;                                // by harmless index
+  std::map<int64_t, std::pair<int64_t, uint32_t>> first_error_by_rank;  // rank -> (line, class)
+  LogFacts facts;
+  double seconds = 0;
+};
+
+// Scans an open regular file from its current offset. Throws std::system_error on read errors.
+ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options);
+
+}  // namespace triage

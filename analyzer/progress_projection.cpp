@@ -1,0 +1,162 @@
+#include "analyzer/progress_projection.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace triage {
+
+namespace {
+
+void decide_start(const ProgressInput& in, ProgressProjection& p) {
+  const LogFacts& f = *in.facts;
+  // Explicit restore messages beat inference from the first step number.
+  for (const RestoreFacts* r : {&f.restore, in.worker_restore}) {
+    if (r == nullptr) continue;
+    if (r->restored_step) {
+      p.start = "restored";
+      p.restored_from_step = r->restored_step;
+      p.start_basis = "restore message in " + r->source + " (line " + std::to_string(r->line) + ")";
+      return;
+    }
+  }
+  for (const RestoreFacts* r : {&f.restore, in.worker_restore}) {
+    if (r != nullptr && r->fresh) {
+      p.start = "fresh";
+      p.start_basis = "'No existing checkpoints found' in " + r->source + " (line " +
+                      std::to_string(r->line) + ")";
+      return;
+    }
+  }
+  if (p.first_step > 0) {
+    // A restore skips the checkpoint's own step and trains from the next one.
+    p.start = "restored";
+    p.restored_from_step = p.first_step - 1;
+    p.start_basis = "first completed step is " + std::to_string(p.first_step);
+  } else {
+    p.start = "fresh";
+    p.start_basis = "first completed step is 0";
+  }
+}
+
+void decide_step_time(const StepSegment& s, ProgressProjection& p) {
+  if (s.steady_count > 0) {
+    p.step_seconds = s.steady_seconds_sum / static_cast<double>(s.steady_count);
+    p.step_time_basis =
+        "mean of " + std::to_string(s.steady_count) + " steady-state steps (warm-up skipped)";
+  } else if (s.warm_count > 0) {
+    p.step_time_basis =
+        "mean of " + std::to_string(s.warm_count) + " warm-up steps (no steady state yet)";
+    p.step_seconds = s.warm_seconds_sum / static_cast<double>(s.warm_count);
+  } else if (s.first_time_usec > 0 && s.last_time_usec > s.first_time_usec &&
+             s.last_step > s.first_step) {
+    p.step_seconds = static_cast<double>(s.last_time_usec - s.first_time_usec) / 1e6 /
+                     static_cast<double>(s.last_step - s.first_step);
+    p.step_time_basis = "from the step lines' timestamps";
+  } else if (s.first_seconds > 0) {
+    p.step_seconds = s.first_seconds;
+    p.step_time_basis = "the first step only (includes compilation)";
+  }
+  if (p.step_seconds && *p.step_seconds <= 0) p.step_seconds.reset();
+}
+
+void decide_last_step_time(const ProgressInput& in, const StepSegment& s, ProgressProjection& p) {
+  if (s.last_time_usec > 0) {
+    p.last_step_time_usec = s.last_time_usec;
+    p.last_step_time_basis = "timestamp";
+    return;
+  }
+  if (s.first_time_usec > 0) {
+    // The first step's time plus the seconds each later step took.
+    const double later = s.steady_seconds_sum + s.warm_seconds_sum;
+    p.last_step_time_usec = s.first_time_usec + static_cast<int64_t>(later * 1e6);
+    p.last_step_time_basis = "estimated from the first step's timestamp and step durations";
+    return;
+  }
+  if (in.log_mtime_usec > 0) {
+    p.last_step_time_usec = in.log_mtime_usec;
+    p.last_step_time_basis = "log modification time (an upper bound)";
+  }
+}
+
+void decide_checkpoints(const LogFacts& f, ProgressProjection& p) {
+  p.checkpointing_enabled = f.config.enable_checkpointing;
+  if (f.config.checkpoint_period) {
+    p.checkpoint_period = f.config.checkpoint_period;
+    p.checkpoint_period_source = "config";
+  } else if (f.config.enable_checkpointing.value_or(false)) {
+    p.checkpoint_period = kDefaultCheckpointPeriod;
+    p.checkpoint_period_source = "default (enable_checkpointing=true)";
+  }
+  if (f.config.enable_checkpointing && !*f.config.enable_checkpointing) p.checkpoint_period.reset();
+  if (!p.checkpoint_period || *p.checkpoint_period <= 0) {
+    p.checkpoint_period.reset();
+  } else {
+    const int64_t period = *p.checkpoint_period;
+    const int64_t highest = (p.last_step / period) * period;
+    // Step 0's checkpoint is the starting state of a fresh run, not a training milestone; and a
+    // multiple below this run's first step was saved by an earlier run.
+    if (highest >= period && highest >= p.first_step) p.last_periodic_checkpoint = highest;
+    if (highest >= period) p.resume_step = highest;
+  }
+  if (!p.resume_step && p.restored_from_step) p.resume_step = p.restored_from_step;
+  if (p.resume_step) {
+    p.progress_lost_steps = p.last_step - *p.resume_step;
+  } else {
+    p.progress_lost_steps = p.steps_this_run;
+    p.progress_lost_all = true;
+  }
+  if (p.step_seconds && p.progress_lost_steps) {
+    p.progress_lost_seconds = static_cast<double>(*p.progress_lost_steps) * *p.step_seconds;
+  }
+}
+
+}  // namespace
+
+ProgressProjection project_progress(const ProgressInput& in) {
+  ProgressProjection p;
+  const LogFacts& f = *in.facts;
+  const StepSegment& s = f.steps;
+  p.total_steps = f.config.total_steps;
+  p.total_steps_source = f.config.total_steps_source;
+  p.restarts_in_log = f.restarts;
+  p.reference_time_usec = in.reference_time_usec;
+  p.reference_basis = in.reference_basis;
+  if (s.first_step < 0) return p;
+  p.has_steps = true;
+  p.first_step = s.first_step;
+  p.last_step = s.last_step;
+  p.first_step_line = s.first_line;
+  p.last_step_line = s.last_line;
+  p.steps_this_run = s.last_step - s.first_step + 1;
+  if (p.total_steps && *p.total_steps > 0) {
+    p.percent = 100.0 * static_cast<double>(s.last_step + 1) / static_cast<double>(*p.total_steps);
+    p.reached_final_step = s.last_step >= *p.total_steps - 1;
+  }
+  decide_start(in, p);
+  decide_step_time(s, p);
+  decide_last_step_time(in, s, p);
+  decide_checkpoints(f, p);
+  if (p.step_seconds && p.total_steps) {
+    p.remaining_seconds =
+        static_cast<double>(std::max<int64_t>(0, *p.total_steps - 1 - p.last_step)) *
+        *p.step_seconds;
+  }
+  if (p.step_seconds && p.last_step_time_usec > 0 && in.reference_time_usec > 0) {
+    const double gap = static_cast<double>(in.reference_time_usec - p.last_step_time_usec) / 1e6;
+    p.stall_seconds = std::max(0.0, gap);
+    p.expected_step =
+        p.last_step + static_cast<int64_t>(std::floor(*p.stall_seconds / *p.step_seconds));
+    if (p.total_steps) p.expected_step = std::min(*p.expected_step, *p.total_steps - 1);
+    const double threshold = std::max(in.stall.min_seconds, in.stall.step_factor * *p.step_seconds);
+    // An mtime-based time is only an upper bound: a stall it shows is real, a recent one proves
+    // nothing, and either way it never makes steps look stopped when they were logged recently.
+    p.stalled = *p.stall_seconds > threshold && !p.reached_final_step;
+    p.stall_undetermined = !p.stalled && p.last_step_time_basis != "timestamp" &&
+                           p.last_step_time_basis.rfind("estimated", 0) != 0;
+  } else if (!p.reached_final_step) {
+    p.stall_undetermined = true;
+  }
+  return p;
+}
+
+}  // namespace triage

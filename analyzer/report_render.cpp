@@ -1,0 +1,530 @@
+#include "analyzer/report_render.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/build_config.h"
+#include "common/text.h"
+#include "common/time_util.h"
+
+namespace triage {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr size_t kShortQuote = 240;
+
+std::string fmt_double(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string ranks_text(const std::vector<int64_t>& ranks) {
+  // "0-3, 7": consecutive runs folded.
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+    if (out.size() > 200) {
+      out += ", ...";
+      break;
+    }
+  }
+  return out;
+}
+
+std::string where(const Finding& f) {
+  std::string s;
+  if (f.source == "log") {
+    s = "line " + std::to_string(f.line);
+  } else if (f.source.rfind("kernel:", 0) == 0) {
+    s = "kernel log of " + md_prose(f.source.substr(7)) + " (trusted)";
+  } else if (f.source.rfind("tasks:", 0) == 0) {
+    s = "task exits on " + md_prose(f.source.substr(6)) + " (trusted)";
+  } else if (f.source == "slurm") {
+    s = "Slurm (trusted)";
+  } else {
+    s = md_code_span(f.source) + (f.line > 0 ? " line " + std::to_string(f.line) : "");
+  }
+  std::vector<std::string> extra;
+  if (f.rank >= 0) extra.push_back("task " + std::to_string(f.rank));
+  if (!f.host.empty() && f.source == "log") extra.push_back("host " + md_prose(f.host));
+  if (f.time_usec > 0) extra.push_back(format_utc(f.time_usec));
+  if (!extra.empty()) {
+    s += " (";
+    for (size_t i = 0; i < extra.size(); ++i)
+      s += (i > 0 ? ", " : "") + extra[i];
+    s += ")";
+  }
+  return s;
+}
+
+std::string quote_line(const Finding& f) {
+  std::string text = strip_ansi(f.text);
+  if (f.truncated) text += " [...]";
+  return text;
+}
+
+std::string short_quote(std::string_view text) {
+  const std::string clean = strip_ansi(text);
+  std::string s(truncate_utf8(clean, kShortQuote));
+  if (s.size() < clean.size()) s += " [...]";
+  return md_code_span(s);
+}
+
+json finding_json(const Finding& f) {
+  json j = json::object();
+  j["class"] = f.cls;
+  j["source"] = f.source;
+  j["line"] = f.line;
+  j["text"] = f.text;
+  j["truncated"] = f.truncated;
+  j["trusted"] = f.trusted;
+  j["rank"] = f.rank >= 0 ? json(f.rank) : json(nullptr);
+  j["host"] = f.host.empty() ? json(nullptr) : json(f.host);
+  j["time"] =
+      f.time_usec > 0 ? json(format_utc(f.time_usec, f.time_usec % 1000000 != 0)) : json(nullptr);
+  j["stage"] = f.stage.empty() ? json(nullptr) : json(f.stage);
+  if (!f.captures.empty()) {
+    json c = json::object();
+    for (const auto& [k, v] : f.captures)
+      c[k] = v;
+    j["captures"] = c;
+  }
+  if (f.traceback_line > 0) j["traceback_line"] = f.traceback_line;
+  return j;
+}
+
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json progress_json(const ProgressProjection& p) {
+  if (!p.has_steps && !p.total_steps) return nullptr;
+  json j = json::object();
+  j["has_steps"] = p.has_steps;
+  j["start"] = p.start.empty() ? json(nullptr) : json(p.start);
+  j["restored_from_step"] = opt(p.restored_from_step);
+  j["start_basis"] = p.start_basis;
+  j["first_step"] = p.has_steps ? json(p.first_step) : json(nullptr);
+  j["last_step"] = p.has_steps ? json(p.last_step) : json(nullptr);
+  j["first_step_line"] = p.first_step_line;
+  j["last_step_line"] = p.last_step_line;
+  j["steps_this_run"] = p.steps_this_run;
+  j["total_steps"] = opt(p.total_steps);
+  j["total_steps_source"] = p.total_steps_source;
+  j["percent"] = p.percent ? json(std::round(*p.percent * 100) / 100) : json(nullptr);
+  j["step_seconds"] =
+      p.step_seconds ? json(std::round(*p.step_seconds * 1000) / 1000) : json(nullptr);
+  j["step_time_basis"] = p.step_time_basis;
+  j["last_step_time"] =
+      p.last_step_time_usec > 0 ? json(format_utc(p.last_step_time_usec)) : json(nullptr);
+  j["last_step_time_basis"] = p.last_step_time_basis;
+  j["expected_step"] = opt(p.expected_step);
+  j["reference_time"] =
+      p.reference_time_usec > 0 ? json(format_utc(p.reference_time_usec)) : json(nullptr);
+  j["reference_basis"] = p.reference_basis;
+  j["stall_seconds"] = p.stall_seconds ? json(std::round(*p.stall_seconds)) : json(nullptr);
+  j["stalled"] = p.stalled;
+  j["stall_undetermined"] = p.stall_undetermined;
+  j["checkpoint_period"] = opt(p.checkpoint_period);
+  j["checkpoint_period_source"] = p.checkpoint_period_source;
+  j["checkpointing_enabled"] = opt(p.checkpointing_enabled);
+  j["last_periodic_checkpoint"] = opt(p.last_periodic_checkpoint);
+  j["resume_step"] = opt(p.resume_step);
+  j["progress_lost_steps"] = opt(p.progress_lost_steps);
+  j["progress_lost_seconds"] =
+      p.progress_lost_seconds ? json(std::round(*p.progress_lost_seconds)) : json(nullptr);
+  j["progress_lost_all"] = p.progress_lost_all;
+  j["remaining_seconds"] =
+      p.remaining_seconds ? json(std::round(*p.remaining_seconds)) : json(nullptr);
+  j["reached_final_step"] = p.reached_final_step;
+  j["restarts_in_log"] = p.restarts_in_log;
+  return j;
+}
+
+bool failed_like(const Triage& t) {
+  return t.status == kStatusFailed || t.status == kStatusCancelled || t.status == kStatusHanging ||
+         t.status == kStatusUnknown;
+}
+
+void progress_markdown(const Triage& t, std::string& md) {
+  const ProgressProjection& p = t.progress;
+  md += "### Training progress projection\n\n";
+  if (!p.has_steps) {
+    md +=
+        "No `completed step:` line in the log: training did not start, or this job does not print "
+        "steps.\n\n";
+    return;
+  }
+  auto row = [&md](const std::string& metric, const std::string& value) {
+    md += "| " + metric + " | " + value + " |\n";
+  };
+  md += "| Metric | Value |\n|--------|-------|\n";
+  if (p.start == "restored") {
+    row("Start", "restored from checkpoint step " +
+                     std::to_string(p.restored_from_step.value_or(p.first_step - 1)) + " (" +
+                     md_prose(p.start_basis) + ")");
+  } else {
+    row("Start", "fresh (" + md_prose(p.start_basis) + ")");
+  }
+  row("Steps completed (this run)", std::to_string(p.steps_this_run) + " steps (step " +
+                                        std::to_string(p.first_step) + " through " +
+                                        std::to_string(p.last_step) + ")");
+  if (p.total_steps) {
+    row("Overall progress", std::to_string(p.last_step + 1) + " / " +
+                                std::to_string(*p.total_steps) + " (" +
+                                fmt_double(p.percent.value_or(0), 1) + "%)");
+  } else {
+    row("Overall progress",
+        std::to_string(p.last_step + 1) + " steps (total unknown: no steps= in PASSTHROUGH_ARGS)");
+  }
+  row("Steady-state step time",
+      p.step_seconds ? fmt_double(*p.step_seconds, 3) + "s (" + p.step_time_basis + ")"
+                     : "unknown");
+  if (p.last_step_time_usec > 0) {
+    row("Last step logged at",
+        format_utc(p.last_step_time_usec) + " (" + p.last_step_time_basis + ")");
+  }
+  if (p.expected_step) {
+    std::string v = std::to_string(*p.expected_step) + " (at " + format_utc(p.reference_time_usec) +
+                    ", " + md_prose(p.reference_basis) + ")";
+    if (p.stalled) v += ": **stalled " + format_duration(p.stall_seconds.value_or(0)) + "**";
+    row(p.reference_basis == "now" ? "Expected step by now" : "Expected step at end", v);
+  } else {
+    row("Expected step by now", "unknown (no time for the last step or no step time)");
+  }
+  const std::string period = p.checkpoint_period ? std::to_string(*p.checkpoint_period) : "";
+  if (!p.checkpoint_period) {
+    row("Last periodic ckpt this run",
+        p.checkpointing_enabled && !*p.checkpointing_enabled
+            ? "none (checkpointing disabled)"
+            : "unknown (no checkpoint_period and checkpointing not enabled)");
+  } else if (p.last_periodic_checkpoint) {
+    row("Last periodic ckpt this run", "step " + std::to_string(*p.last_periodic_checkpoint) +
+                                           " (every " + period + " steps, " +
+                                           p.checkpoint_period_source + ")");
+  } else {
+    row("Last periodic ckpt this run", "none: didn't reach checkpoint_period (" + period + ")");
+  }
+  if (failed_like(t)) {
+    if (p.progress_lost_all) {
+      std::string v =
+          "all: no periodic ckpt (" + std::to_string(p.progress_lost_steps.value_or(0)) + " steps";
+      if (p.progress_lost_seconds) v += ", " + format_duration(*p.progress_lost_seconds);
+      row("Progress lost", v + ")");
+    } else if (p.progress_lost_steps) {
+      std::string v = std::to_string(*p.progress_lost_steps) + " steps";
+      if (p.progress_lost_seconds) v += " (" + format_duration(*p.progress_lost_seconds) + ")";
+      row("Progress lost",
+          v + " since the checkpoint at step " + std::to_string(p.resume_step.value_or(0)));
+    }
+  }
+  if (p.reached_final_step) {
+    row("Estimated time remaining", "none: the final step was reached");
+  } else if (p.remaining_seconds) {
+    row("Estimated time remaining",
+        format_duration(*p.remaining_seconds) + " (from the last step, if healthy)");
+  } else {
+    row("Estimated time remaining", "unknown");
+  }
+  md += "\n";
+}
+
+}  // namespace
+
+std::string md_prose(std::string_view s) {
+  const std::string p = printable(s);
+  std::string out;
+  out.reserve(p.size() + 8);
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    switch (c) {
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '<':
+      case '>':
+      case '|':
+      case '&':
+      case '~':
+      case '#':
+        out += '\\';
+        out += c;
+        break;
+      case '!':
+        if (i + 1 < p.size() && p[i + 1] == '[') out += '\\';
+        out += c;
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_markdown(const Triage& t) {
+  std::string md;
+  md +=
+      "## Job triage: " + md_code_span(t.log_path.empty() ? std::string("(no log)") : t.log_path) +
+      "\n\n";
+  md += "**Status:** " + t.status + "  \n";
+  if (t.primary_failure.empty()) {
+    md += "**Primary failure:** none  \n";
+  } else {
+    md += "**Primary failure:** " + md_code_span(t.primary_failure) + " (" +
+          md_prose(t.primary_title) + ")  \n";
+  }
+  md += "**Stage:** " + (t.stage.empty() ? std::string("-") : md_prose(t.stage)) + "  \n";
+  std::string job = t.job_id ? std::to_string(*t.job_id) : "";
+  if (!t.job_name.empty()) job += (job.empty() ? "" : " ") + md_code_span(t.job_name);
+  if (!job.empty()) md += "**Job:** " + job + "  \n";
+  if (!t.job_dir.empty()) md += "**Job directory:** " + md_code_span(t.job_dir) + "  \n";
+  md += "**Slurm state:** " +
+        (t.slurm_state.empty() ? std::string("unavailable")
+                               : md_prose(t.slurm_state) + " (" + t.slurm_state_source + ")") +
+        "\n\n";
+
+  md += "### What happened\n\n" + md_prose(t.what_happened) + "\n\n";
+  if (!t.status_reason.empty()) md += "Status basis: " + md_prose(t.status_reason) + ".\n\n";
+
+  md += "### Evidence\n\n";
+  if (t.evidence.empty() && t.last_lines.empty()) md += "No log line names the failure.\n\n";
+  for (const auto& f : t.evidence) {
+    md += "- " + where(f) + ":\n\n";
+    md += md_code_block({quote_line(f)}, "text");
+    md += "\n";
+  }
+  for (const auto& n : t.evidence_notes)
+    md += md_prose(n) + "\n\n";
+  if (!t.last_lines.empty()) {
+    md +=
+        "Last lines of the log (line " + std::to_string(t.last_lines.front().number) + " on):\n\n";
+    std::vector<std::string> lines;
+    for (const auto& l : t.last_lines)
+      lines.push_back(strip_ansi(l.text) + (l.truncated ? " [...]" : ""));
+    md += md_code_block(lines, "text") + "\n";
+  }
+
+  if (!t.nodes.empty()) {
+    md += "### Nodes\n\n";
+    md +=
+        "| Node | Ranks | Exit | Meaning | Kernel events during the job | Verdict | Log says "
+        "(unverified) |\n";
+    md +=
+        "|------|-------|------|---------|------------------------------|---------|----------------"
+        "--------|\n";
+    for (const auto& r : t.nodes) {
+      std::string events;
+      for (size_t i = 0; i < r.events.size() && i < 6; ++i)
+        events += (i > 0 ? "; " : "") + r.events[i];
+      if (r.events.size() > 6) events += "; ... (" + std::to_string(r.events.size()) + " in all)";
+      if (events.empty())
+        events = r.from_agent ? (r.reachable ? "none" : "unavailable") : "no agent evidence";
+      std::string verdict = r.verdict.empty() ? "-" : r.verdict;
+      if (!r.reachable) verdict = "unreachable: " + r.unreachable_reason;
+      for (const auto& why : r.verdict_reasons)
+        verdict += "; " + why;
+      md += "| " + md_prose(r.host) + " | " + md_prose(ranks_text(r.ranks)) + " | " +
+            md_prose(r.exit.empty() ? "-" : r.exit) + " | " +
+            md_prose(r.meaning.empty() ? "-" : r.meaning) + " | " + md_prose(events) + " | " +
+            md_prose(verdict) + " | " + md_prose(r.log_hint.empty() ? "-" : r.log_hint) + " |\n";
+    }
+    md +=
+        "\nKernel events and exit statuses come from the nodes' agents (trusted); the last column "
+        "only repeats "
+        "what the job's log printed.\n\n";
+  }
+
+  progress_markdown(t, md);
+
+  if (!t.tsdb_markdown.empty()) md += t.tsdb_markdown + "\n";
+
+  if (t.heartbeat.present) {
+    md += "### Heartbeat timeout checklist\n\n";
+    md += "- Verdict: **" + t.heartbeat.verdict + "**. " + md_prose(t.heartbeat.explanation) + "\n";
+    md += "- Accusation at line " + std::to_string(t.heartbeat.line) + ".\n";
+    if (!t.heartbeat.self_reported.empty()) {
+      md += "- Accused tasks that logged their own death (they were alive): " +
+            ranks_text(t.heartbeat.self_reported) + ".\n";
+    }
+    for (const auto& [task, what] : t.heartbeat.prior_errors) {
+      md += "- Task " + std::to_string(task) + " failed earlier: " + md_prose(what) + ".\n";
+    }
+    if (t.ray.has_tsdb_dir) {
+      md +=
+          "- This job has a TSDB (`prometheus/`): GPU utilisation, TCP retransmits, I/O pressure "
+          "and memory at the "
+          "failure time confirm whether the tasks were healthy.\n";
+    }
+    md += "\n";
+  }
+
+  md += "### Additional findings\n\n";
+  if (t.additional.empty()) md += "None.\n";
+  for (const auto& a : t.additional) {
+    md += "- " + md_code_span(a.cls) + " (" + md_prose(a.title) + "), " + std::to_string(a.count) +
+          " time" + (a.count == 1 ? "" : "s") + ", " + md_prose(a.relation) + "; first at " +
+          where(a.first) + ": " + short_quote(a.first.text);
+    if (a.last) md += "; last at " + where(*a.last);
+    md += "\n";
+  }
+  md += "\n";
+
+  if (t.ray.enabled) {
+    md += "### Live dashboards (RAY=1)\n\n";
+    if (!t.ray.tunnel_command.empty()) {
+      md += "SSH tunnel command from the log (line " + std::to_string(t.ray.tunnel_line) + "):\n\n";
+      md += md_code_block({t.ray.tunnel_command}, "sh") + "\n";
+    } else {
+      md += "The log has no `ssh -L` tunnel command.\n\n";
+    }
+    md += "- Head node: " +
+          (t.ray.head_host.empty() ? std::string("unknown") : md_code_span(t.ray.head_host)) + "\n";
+    md += "- Prometheus port: " + std::to_string(t.ray.prometheus_port.value_or(9190)) + " (" +
+          md_prose(t.ray.prometheus_port_source) + ")\n";
+    if (t.ray.live) {
+      md +=
+          "- The job is live: Prometheus answers at `http://<head>:<port>` from the head node's "
+          "network, the Ray "
+          "Dashboard on port 8265 and TensorBoard on 6006. The tunnel above binds these on your "
+          "own machine. Want "
+          "port forwarding set up for the Ray Dashboard, Prometheus and TensorBoard?\n";
+    } else {
+      md += "- The job has ended: its live dashboards are gone.";
+      if (t.ray.has_tsdb_dir) md += " The saved TSDB is in `prometheus/` of the job directory.";
+      md += "\n";
+    }
+    md += "\n";
+  }
+
+  if (!t.notes.empty()) {
+    md += "### Notes\n\n";
+    for (const auto& n : t.notes)
+      md += "- " + md_prose(n) + "\n";
+    md += "\n";
+  }
+
+  md += "### Recommended next steps\n\n";
+  if (t.recommendations.empty()) md += "Nothing to do.\n";
+  for (size_t i = 0; i < t.recommendations.size(); ++i) {
+    md += std::to_string(i + 1) + ". " + md_prose(t.recommendations[i]) + "\n";
+  }
+  return md;
+}
+
+json triage_to_json(const Triage& t) {
+  json j = json::object();
+  j["schema_version"] = t.schema_version;
+  j["tool"] = std::string("slurm-triage ") + kVersion;
+  j["generated_at"] = t.generated_usec > 0 ? json(format_utc(t.generated_usec)) : json(nullptr);
+  j["log"] = t.log_path.empty() ? json(nullptr) : json(t.log_path);
+  j["job_dir"] = t.job_dir.empty() ? json(nullptr) : json(t.job_dir);
+  j["job"] = {{"id", opt(t.job_id)},
+              {"name", t.job_name.empty() ? json(nullptr) : json(t.job_name)},
+              {"user", t.user.empty() ? json(nullptr) : json(t.user)},
+              {"slurm_state", t.slurm_state.empty() ? json(nullptr) : json(t.slurm_state)},
+              {"slurm_state_source", t.slurm_state_source}};
+  j["mode"] = t.mode;
+  j["status"] = t.status;
+  j["status_reason"] = t.status_reason;
+  j["summary"] = {
+      {"found", t.summary.found},
+      {"line", t.summary.found ? json(t.summary.line) : json(nullptr)},
+      {"status", t.summary.status_word.empty() ? json(nullptr) : json(t.summary.status_word)},
+      {"exit_code", opt(t.summary.exit_code)},
+      {"finished",
+       t.summary.finished_usec > 0 ? json(format_utc(t.summary.finished_usec)) : json(nullptr)}};
+  j["primary_failure"] = t.primary_failure.empty() ? json(nullptr) : json(t.primary_failure);
+  j["primary_title"] = t.primary_title.empty() ? json(nullptr) : json(t.primary_title);
+  j["stage"] = t.stage.empty() ? json(nullptr) : json(t.stage);
+  j["what_happened"] = t.what_happened;
+  json findings = json::array();
+  for (const auto& f : t.evidence)
+    findings.push_back(finding_json(f));
+  j["findings"] = findings;
+  j["progress"] = progress_json(t.progress);
+  json nodes = json::array();
+  for (const auto& r : t.nodes) {
+    nodes.push_back({{"host", r.host},
+                     {"ranks", r.ranks},
+                     {"exit", r.exit.empty() ? json(nullptr) : json(r.exit)},
+                     {"meaning", r.meaning.empty() ? json(nullptr) : json(r.meaning)},
+                     {"kernel_events", r.events},
+                     {"verdict", r.verdict.empty() ? json(nullptr) : json(r.verdict)},
+                     {"verdict_reasons", r.verdict_reasons},
+                     {"reachable", r.reachable},
+                     {"unreachable_reason",
+                      r.unreachable_reason.empty() ? json(nullptr) : json(r.unreachable_reason)},
+                     {"from_agent", r.from_agent},
+                     {"from_log", r.from_log},
+                     {"log_hint", r.log_hint.empty() ? json(nullptr) : json(r.log_hint)}});
+  }
+  j["nodes"] = nodes;
+  if (t.heartbeat.present) {
+    json prior = json::array();
+    for (const auto& [task, what] : t.heartbeat.prior_errors)
+      prior.push_back({{"task", task}, {"error", what}});
+    j["heartbeat"] = {{"line", t.heartbeat.line},
+                      {"accused", t.heartbeat.accused},
+                      {"self_reported", t.heartbeat.self_reported},
+                      {"prior_errors", prior},
+                      {"verdict", t.heartbeat.verdict},
+                      {"explanation", t.heartbeat.explanation}};
+  } else {
+    j["heartbeat"] = nullptr;
+  }
+  if (t.ray.enabled) {
+    j["ray"] = {{"tunnel_command",
+                 t.ray.tunnel_command.empty() ? json(nullptr) : json(t.ray.tunnel_command)},
+                {"tunnel_line", t.ray.tunnel_line > 0 ? json(t.ray.tunnel_line) : json(nullptr)},
+                {"head_host", t.ray.head_host.empty() ? json(nullptr) : json(t.ray.head_host)},
+                {"prometheus_port", opt(t.ray.prometheus_port)},
+                {"prometheus_port_source", t.ray.prometheus_port_source},
+                {"live", t.ray.live},
+                {"has_tsdb_dir", t.ray.has_tsdb_dir}};
+  } else {
+    j["ray"] = nullptr;
+  }
+  json additional = json::array();
+  for (const auto& a : t.additional) {
+    json x = {{"class", a.cls},         {"title", a.title},     {"count", a.count},
+              {"relation", a.relation}, {"trusted", a.trusted}, {"first", finding_json(a.first)}};
+    x["last"] = a.last ? finding_json(*a.last) : json(nullptr);
+    additional.push_back(std::move(x));
+  }
+  j["additional_findings"] = additional;
+  j["recommendations"] = t.recommendations;
+  j["notes"] = t.notes;
+  json last = json::array();
+  for (const auto& l : t.last_lines)
+    last.push_back({{"line", l.number}, {"text", l.text}, {"truncated", l.truncated}});
+  j["last_lines"] = last;
+  j["scan"] = {{"bytes", t.scan.bytes},
+               {"lines", t.scan.lines},
+               {"long_lines", t.scan.long_lines},
+               {"ends_without_newline", t.scan.ends_without_newline},
+               {"stopped_early", t.scan.stopped_early},
+               {"harmless_lines", t.scan.harmless_lines},
+               {"extra_sources", t.scan.extra_sources}};
+  // The playbooks build an ordinary json value; keep its content, in our key order.
+  j["tsdb"] = t.tsdb.is_null() ? json(nullptr) : json::parse(t.tsdb.dump());
+  return j;
+}
+
+std::string render_json(const Triage& t) {
+  return triage_to_json(t).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace triage

@@ -1,0 +1,541 @@
+#include "analyzer/signature_catalog.h"
+
+#include <re2/filtered_re2.h>
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/text.h"
+
+namespace triage {
+
+std::string_view to_string(ClassRole r) {
+  switch (r) {
+    case ClassRole::kCause:
+      return "cause";
+    case ClassRole::kConsequence:
+      return "consequence";
+    case ClassRole::kMinor:
+      return "minor";
+  }
+  return "cause";
+}
+
+namespace {
+
+RE2::Options pattern_options() {
+  RE2::Options o;
+  // Latin-1: every byte is a character, so binary junk or broken UTF-8 in a line cannot stop `.`
+  // from matching across it.
+  o.set_encoding(RE2::Options::EncodingLatin1);
+  o.set_log_errors(false);
+  o.set_never_nl(true);
+  return o;
+}
+
+bool is_regex_meta(char c) {
+  switch (c) {
+    case '.':
+    case '[':
+    case ']':
+    case '(':
+    case ')':
+    case '{':
+    case '}':
+    case '*':
+    case '+':
+    case '?':
+    case '^':
+    case '$':
+    case '|':
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// The plain string a pattern stands for, when it has no regex operators ("\[Ray\] HEAD timeout" is
+// "[Ray] HEAD timeout"). A leading (?i) makes it a case-insensitive literal.
+std::optional<std::string> plain_literal(std::string_view src, bool& icase) {
+  icase = false;
+  if (src.substr(0, 4) == "(?i)") {
+    icase = true;
+    src.remove_prefix(4);
+  }
+  std::string out;
+  for (size_t i = 0; i < src.size(); ++i) {
+    const char c = src[i];
+    if (c == '\\') {
+      if (i + 1 >= src.size()) return std::nullopt;
+      const char n = src[i + 1];
+      if (is_alnum(n)) return std::nullopt;  // \d, \b, \x41 ...
+      out += n;
+      ++i;
+    } else if (is_regex_meta(c)) {
+      return std::nullopt;
+    } else {
+      out += c;
+    }
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+// Works out the required literals of one compiled pattern by probing RE2's prefilter: a set S of
+// atoms is a cover when the prefilter rejects the pattern for a line that holds every atom except
+// those in S (so a match must contain one of S). Starting from all atoms, drop short atoms while
+// the rest still covers; long atoms are what the scanner searches for best.
+std::vector<std::string> required_literals(const std::string& source, std::string& error) {
+  re2::FilteredRE2 f(static_cast<int>(kMinTriggerLength));
+  int id = 0;
+  if (f.Add(source, pattern_options(), &id) != RE2::NoError) {
+    error = "does not compile";
+    return {};
+  }
+  std::vector<std::string> atoms;
+  f.Compile(&atoms);
+  auto passes_without = [&](const std::vector<bool>& in_cover) {
+    std::vector<int> present;
+    for (size_t i = 0; i < atoms.size(); ++i) {
+      if (!in_cover[i]) present.push_back(static_cast<int>(i));
+    }
+    std::vector<int> potentials;
+    f.AllPotentials(present, &potentials);
+    return !potentials.empty();
+  };
+  std::vector<bool> cover(atoms.size(), true);
+  if (atoms.empty() || passes_without(cover)) {
+    error = "has no literal of at least " + std::to_string(kMinTriggerLength) +
+            " characters that every match must contain; the scanner needs one (write the pattern "
+            "around a "
+            "distinctive fixed phrase)";
+    return {};
+  }
+  std::vector<size_t> order(atoms.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (atoms[a].size() != atoms[b].size()) return atoms[a].size() < atoms[b].size();
+    return atoms[a] < atoms[b];
+  });
+  for (const size_t i : order) {
+    size_t remaining = 0;
+    for (const bool b : cover)
+      remaining += b ? 1 : 0;
+    if (remaining == 1) break;
+    cover[i] = false;
+    if (passes_without(cover)) cover[i] = true;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < atoms.size(); ++i) {
+    if (cover[i]) out.push_back(atoms[i]);
+  }
+  return out;
+}
+
+bool icase_find(std::string_view hay, std::string_view needle_lower) {
+  if (needle_lower.empty()) return true;
+  if (hay.size() < needle_lower.size()) return false;
+  const char first = needle_lower[0];
+  const char first_up = (first >= 'a' && first <= 'z') ? static_cast<char>(first - 32) : first;
+  for (size_t i = 0; i + needle_lower.size() <= hay.size(); ++i) {
+    const char c = hay[i];
+    if (c != first && c != first_up) continue;
+    size_t k = 1;
+    for (; k < needle_lower.size(); ++k) {
+      char h = hay[i + k];
+      if (h >= 'A' && h <= 'Z') h = static_cast<char>(h + 32);
+      if (h != needle_lower[k]) break;
+    }
+    if (k == needle_lower.size()) return true;
+  }
+  return false;
+}
+
+bool valid_class_id(std::string_view s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+void compile_into(const RuleSection& sec, const RuleEntry& e, std::vector<CompiledPattern>& out,
+                  std::vector<InputError>& errors) {
+  std::string err;
+  auto p = compile_pattern(e.value, err);
+  if (!p) {
+    errors.push_back(sec.error(e, err));
+    return;
+  }
+  p->file = sec.file;
+  p->line = e.line;
+  out.push_back(std::move(*p));
+}
+
+std::optional<bool> parse_bool(std::string_view v) {
+  if (v == "true" || v == "yes" || v == "1") return true;
+  if (v == "false" || v == "no" || v == "0") return false;
+  return std::nullopt;
+}
+
+const std::set<std::string>& signature_keys() {
+  static const std::set<std::string> keys = {"title",
+                                             "priority",
+                                             "role",
+                                             "stage",
+                                             "pattern",
+                                             "cause-pattern",
+                                             "exclude",
+                                             "explains",
+                                             "derived",
+                                             "kernel-event",
+                                             "kernel-min-severity",
+                                             "slurm-state",
+                                             "explain",
+                                             "next",
+                                             "next-if-live"};
+  return keys;
+}
+
+std::optional<SignatureClass> load_signature(const RuleSection& sec,
+                                             std::vector<InputError>& errors) {
+  SignatureClass c;
+  c.id = sec.id;
+  c.title = sec.id;
+  c.file = sec.file;
+  c.line = sec.line;
+  const size_t errors_before = errors.size();
+  if (!valid_class_id(sec.id)) {
+    errors.push_back(sec.error("class ids are lower-case letters, digits, '-', '_' and '.'"));
+  }
+  for (const auto& e : sec.entries) {
+    if (signature_keys().count(e.key) == 0) {
+      errors.push_back(sec.error(e, "unknown key (see the header of log-signatures.rules)"));
+      continue;
+    }
+    if (e.key == "title") {
+      c.title = e.value;
+    } else if (e.key == "priority") {
+      const auto v = parse_int(e.value);
+      if (!v || *v < 0 || *v > 1000000) {
+        errors.push_back(sec.error(e, "expected an integer from 0 to 1000000"));
+      } else {
+        c.priority = static_cast<int>(*v);
+      }
+    } else if (e.key == "role") {
+      if (e.value == "cause") {
+        c.role = ClassRole::kCause;
+      } else if (e.value == "consequence") {
+        c.role = ClassRole::kConsequence;
+      } else if (e.value == "minor") {
+        c.role = ClassRole::kMinor;
+      } else {
+        errors.push_back(sec.error(e, "expected cause, consequence or minor"));
+      }
+    } else if (e.key == "stage") {
+      c.stage = e.value;
+    } else if (e.key == "pattern" || e.key == "cause-pattern") {
+      compile_into(sec, e, c.patterns, errors);
+      if (e.key == "cause-pattern" && !c.patterns.empty() && c.patterns.back().line == e.line) {
+        c.patterns.back().as_cause = true;
+      }
+    } else if (e.key == "exclude") {
+      std::string err;
+      // Excludes only run on lines that already matched, so they need no trigger literal.
+      std::shared_ptr<const RE2> re = std::make_shared<RE2>(e.value, pattern_options());
+      if (!re->ok()) {
+        errors.push_back(sec.error(e, "does not compile: " + re->error()));
+      } else {
+        CompiledPattern p;
+        p.source = e.value;
+        p.file = sec.file;
+        p.line = e.line;
+        p.re = std::move(re);
+        c.excludes.push_back(std::move(p));
+      }
+    } else if (e.key == "explains") {
+      for (const auto part : split(e.value, ' ')) {
+        const auto id = trim(part);
+        if (!id.empty()) c.explains.emplace_back(id);
+      }
+    } else if (e.key == "derived") {
+      const auto b = parse_bool(e.value);
+      if (!b) {
+        errors.push_back(sec.error(e, "expected true or false"));
+      } else {
+        c.derived = *b;
+      }
+    } else if (e.key == "kernel-event") {
+      if (e.value.empty()) {
+        errors.push_back(sec.error(e, "expected a kernel event kind"));
+      } else {
+        c.kernel_events.push_back(e.value);
+      }
+    } else if (e.key == "kernel-min-severity") {
+      const auto s = parse_severity(e.value);
+      if (!s) {
+        errors.push_back(sec.error(e, "expected info, warning, error or critical"));
+      } else {
+        c.kernel_min_severity = *s;
+      }
+    } else if (e.key == "slurm-state") {
+      const bool ok = !e.value.empty() && std::all_of(e.value.begin(), e.value.end(), [](char ch) {
+        return (ch >= 'A' && ch <= 'Z') || ch == '_';
+      });
+      if (!ok) {
+        errors.push_back(
+            sec.error(e, "expected a Slurm job state in capitals (TIMEOUT, PREEMPTED, ...)"));
+      } else {
+        c.slurm_states.push_back(e.value);
+      }
+    } else if (e.key == "explain") {
+      c.explain = e.value;
+    } else if (e.key == "next" || e.key == "next-if-live") {
+      c.next.push_back(SignatureClass::NextStep{e.value, e.key == "next-if-live"});
+    }
+  }
+  if (!c.derived && c.patterns.empty() && c.kernel_events.empty() && c.slurm_states.empty() &&
+      errors.size() == errors_before) {
+    errors.push_back(sec.error("a class needs at least one pattern (or derived = true)"));
+  }
+  if (c.explain.empty()) errors.push_back(sec.error("missing 'explain'"));
+  if (errors.size() != errors_before) return std::nullopt;
+  return c;
+}
+
+std::optional<HarmlessEntry> load_harmless(const RuleSection& sec,
+                                           std::vector<InputError>& errors) {
+  HarmlessEntry h;
+  h.id = sec.id;
+  const size_t errors_before = errors.size();
+  for (const auto& e : sec.entries) {
+    if (e.key == "pattern") {
+      compile_into(sec, e, h.patterns, errors);
+    } else if (e.key == "why") {
+      h.why = e.value;
+    } else {
+      errors.push_back(sec.error(e, "unknown key (harmless sections take 'pattern' and 'why')"));
+    }
+  }
+  if (h.patterns.empty() && errors.size() == errors_before) {
+    errors.push_back(sec.error("a harmless entry needs at least one pattern"));
+  }
+  if (errors.size() != errors_before) return std::nullopt;
+  return h;
+}
+
+}  // namespace
+
+std::optional<CompiledPattern> compile_pattern(const std::string& source, std::string& error) {
+  CompiledPattern p;
+  p.source = source;
+  auto re = std::make_shared<RE2>(source, pattern_options());
+  if (!re->ok()) {
+    error = "does not compile: " + re->error();
+    return std::nullopt;
+  }
+  std::string why;
+  p.required = required_literals(source, why);
+  if (p.required.empty()) {
+    error = why;
+    return std::nullopt;
+  }
+  bool icase = false;
+  if (auto lit = plain_literal(source, icase)) {
+    p.literal = icase ? to_lower(*lit) : *lit;
+    p.literal_icase = icase;
+  } else {
+    p.re = std::move(re);
+  }
+  return p;
+}
+
+bool pattern_matches(const CompiledPattern& p, std::string_view text,
+                     std::vector<std::pair<std::string, std::string>>* captures) {
+  if (!p.re) {
+    return p.literal_icase ? icase_find(text, p.literal)
+                           : text.find(p.literal) != std::string_view::npos;
+  }
+  const auto& groups = p.re->NamedCapturingGroups();
+  if (captures == nullptr || groups.empty()) {
+    return RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *p.re);
+  }
+  const int n = p.re->NumberOfCapturingGroups() + 1;
+  std::vector<re2::StringPiece> sub(static_cast<size_t>(n));
+  if (!p.re->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(), RE2::UNANCHORED,
+                   sub.data(), n)) {
+    return false;
+  }
+  for (const auto& [name, idx] : groups) {
+    const auto& s = sub[static_cast<size_t>(idx)];
+    if (s.data() != nullptr) captures->emplace_back(name, std::string(s.data(), s.size()));
+  }
+  return true;
+}
+
+SignatureCatalog SignatureCatalog::from_sections(const std::vector<RuleSection>& sections,
+                                                 std::vector<InputError>& errors) {
+  SignatureCatalog cat;
+  for (const auto& sec : sections) {
+    if (sec.type == "signature") {
+      if (auto c = load_signature(sec, errors)) cat.classes_.push_back(std::move(*c));
+    } else if (sec.type == "harmless") {
+      if (auto h = load_harmless(sec, errors)) cat.harmless_.push_back(std::move(*h));
+    }
+  }
+  const size_t n = cat.classes_.size();
+  cat.explains_.assign(n, std::vector<bool>(n, false));
+  for (size_t a = 0; a < n; ++a) {
+    for (const auto& target : cat.classes_[a].explains) {
+      const int b = cat.index_of(target);
+      if (b < 0) {
+        errors.emplace_back(
+            cat.classes_[a].file, cat.classes_[a].line,
+            "[signature " + cat.classes_[a].id + "]: explains: unknown class '" + target + "'");
+      } else if (static_cast<size_t>(b) != a) {
+        cat.explains_[a][static_cast<size_t>(b)] = true;
+      }
+    }
+  }
+  return cat;
+}
+
+SignatureCatalog SignatureCatalog::load(const std::vector<std::string>& extra_layers,
+                                        std::vector<InputError>& errors,
+                                        std::vector<std::string>* files_read) {
+  RulesLoad rl = load_rule_layers(default_rule_layers(extra_layers));
+  for (auto& e : rl.errors)
+    errors.push_back(std::move(e));
+  if (files_read != nullptr) *files_read = rl.files;
+  return from_sections(rl.sections, errors);
+}
+
+const SignatureClass* SignatureCatalog::find(std::string_view id) const {
+  const int i = index_of(id);
+  return i < 0 ? nullptr : &classes_[static_cast<size_t>(i)];
+}
+
+int SignatureCatalog::index_of(std::string_view id) const {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool SignatureCatalog::explains(int a, int b) const {
+  if (a < 0 || b < 0) return false;
+  const auto ua = static_cast<size_t>(a);
+  const auto ub = static_cast<size_t>(b);
+  return ua < explains_.size() && ub < explains_[ua].size() && explains_[ua][ub];
+}
+
+std::optional<std::string> to_posix_ere(std::string_view src) {
+  std::string out;
+  bool global_icase = false;
+  if (src.substr(0, 4) == "(?i)") {
+    global_icase = true;
+    src.remove_prefix(4);
+  }
+  int icase_depth = 0;  // inside (?i:...) groups
+  std::vector<bool> group_is_icase;
+  bool in_bracket = false;
+  for (size_t i = 0; i < src.size(); ++i) {
+    const char c = src[i];
+    if (c == '\\') {
+      if (i + 1 >= src.size()) return std::nullopt;
+      const char n = src[++i];
+      switch (n) {
+        case 'd':
+          out += in_bracket ? "0-9" : "[0-9]";
+          break;
+        case 's':
+          out += in_bracket ? "[:space:]" : "[[:space:]]";
+          break;
+        case 'S':
+          if (in_bracket) return std::nullopt;
+          out += "[^[:space:]]";
+          break;
+        case 'w':
+          out += in_bracket ? "[:alnum:]_" : "[[:alnum:]_]";
+          break;
+        case 'b':
+          out += "\\b";
+          break;
+        default:
+          if (is_alnum(n)) return std::nullopt;
+          if (in_bracket) {
+            out += n;
+          } else {
+            out += '\\';
+            out += n;
+          }
+      }
+      continue;
+    }
+    if (in_bracket) {
+      if (c == ']') in_bracket = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      in_bracket = true;
+      out += c;
+      if (i + 1 < src.size() && src[i + 1] == '^') out += src[++i];
+      if (i + 1 < src.size() && src[i + 1] == ']') out += src[++i];
+      continue;
+    }
+    if (c == '(') {
+      if (src.substr(i, 3) == "(?P") {
+        const size_t close = src.find('>', i);
+        if (close == std::string_view::npos) return std::nullopt;
+        i = close;
+        group_is_icase.push_back(false);
+        out += '(';
+      } else if (src.substr(i, 4) == "(?i:") {
+        i += 3;
+        group_is_icase.push_back(true);
+        ++icase_depth;
+        out += '(';
+      } else if (src.substr(i, 3) == "(?:") {
+        i += 2;
+        group_is_icase.push_back(false);
+        out += '(';
+      } else if (i + 1 < src.size() && src[i + 1] == '?') {
+        return std::nullopt;
+      } else {
+        group_is_icase.push_back(false);
+        out += '(';
+      }
+      continue;
+    }
+    if (c == ')') {
+      if (group_is_icase.empty()) return std::nullopt;
+      if (group_is_icase.back()) --icase_depth;
+      group_is_icase.pop_back();
+      out += ')';
+      continue;
+    }
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (letter && (global_icase || icase_depth > 0)) {
+      const char lo = static_cast<char>(c | 0x20);
+      out += '[';
+      out += static_cast<char>(lo - 32);
+      out += lo;
+      out += ']';
+      continue;
+    }
+    out += c;
+  }
+  if (in_bracket || !group_is_icase.empty()) return std::nullopt;
+  return out;
+}
+
+}  // namespace triage

@@ -1,0 +1,113 @@
+// The log-signature catalog (rules/log-signatures.rules, overridable from triage.d and --rules):
+// failure classes with their patterns, and the known-harmless lines. Loading compiles every pattern
+// and works out, for each one, the literals any match must contain; the scanner searches the log
+// for those literals and runs a pattern only on lines that hold one.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/model.h"
+#include "common/rules_file.h"
+
+namespace re2 {
+class RE2;
+}
+
+namespace triage {
+
+enum class ClassRole { kCause, kConsequence, kMinor };
+std::string_view to_string(ClassRole r);
+
+// One compiled pattern. A pattern whose text is a plain string (no regex operators) is matched as a
+// substring without RE2, which is most of the catalog and most of the matching work.
+struct CompiledPattern {
+  std::string source;  // as written in the catalog
+  std::string file;
+  int line = 0;
+  std::shared_ptr<const re2::RE2> re;  // null for plain literals
+  std::string literal;                 // the plain string, when re is null
+  bool literal_icase = false;
+  // Literals (lower-cased) of which every match contains at least one: the scanner's triggers.
+  std::vector<std::string> required;
+  // A `cause-pattern`: its lines rank as causes even in a consequence class.
+  bool as_cause = false;
+};
+
+struct SignatureClass {
+  std::string id;
+  std::string title;
+  int priority = 1000;
+  ClassRole role = ClassRole::kCause;
+  std::string stage;
+  bool derived = false;
+  std::vector<CompiledPattern> patterns;
+  std::vector<CompiledPattern> excludes;
+  std::vector<std::string> explains;  // class ids this class causes
+  std::vector<std::string> kernel_events;
+  Severity kernel_min_severity = Severity::kError;
+  std::vector<std::string> slurm_states;
+  std::string explain;
+  struct NextStep {
+    std::string text;
+    bool live_only = false;  // `next-if-live`: only while the job still runs
+  };
+  std::vector<NextStep> next;
+  std::string file;
+  int line = 0;
+};
+
+struct HarmlessEntry {
+  std::string id;
+  std::vector<CompiledPattern> patterns;
+  std::string why;
+};
+
+// Shortest literal the scanner accepts as a trigger: shorter ones would make the literal search
+// sample the log too densely (see literal_search.h).
+inline constexpr size_t kMinTriggerLength = 8;
+
+class SignatureCatalog {
+ public:
+  // Builds the catalog from loaded rule sections (only [signature] and [harmless] sections are
+  // looked at). Problems are appended to `errors` as file:line messages; a class or pattern with an
+  // error is left out, everything else still loads.
+  static SignatureCatalog from_sections(const std::vector<RuleSection>& sections,
+                                        std::vector<InputError>& errors);
+
+  // Loads the default layers (shipped, /etc/slurm/triage.d, then `extra_layers`).
+  static SignatureCatalog load(const std::vector<std::string>& extra_layers,
+                               std::vector<InputError>& errors,
+                               std::vector<std::string>* files_read = nullptr);
+
+  const std::vector<SignatureClass>& classes() const { return classes_; }
+  const std::vector<HarmlessEntry>& harmless() const { return harmless_; }
+  const SignatureClass* find(std::string_view id) const;
+  // Index of a class in classes(), or -1.
+  int index_of(std::string_view id) const;
+
+  // Does `a` list `b` among the classes it explains?
+  bool explains(int a, int b) const;
+
+ private:
+  std::vector<SignatureClass> classes_;
+  std::vector<HarmlessEntry> harmless_;
+  std::vector<std::vector<bool>> explains_;  // [a][b]
+};
+
+// Compiles one pattern (Latin-1, case as written). On failure returns nullopt and sets `error`.
+std::optional<CompiledPattern> compile_pattern(const std::string& source, std::string& error);
+
+// Matches a compiled pattern against a line. `captures`, when given, receives the named groups.
+bool pattern_matches(const CompiledPattern& p, std::string_view text,
+                     std::vector<std::pair<std::string, std::string>>* captures = nullptr);
+
+// The pattern rewritten for `grep -E` (POSIX ERE), for the benchmark's baseline: \d, \s, \S, \w,
+// \b and (?P<name>...) groups are translated; inline flags are dropped. Returns nullopt when the
+// pattern uses something ERE cannot express.
+std::optional<std::string> to_posix_ere(std::string_view re2_pattern);
+
+}  // namespace triage

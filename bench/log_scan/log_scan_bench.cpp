@@ -1,0 +1,361 @@
+// log_scan_bench: how fast `slurm-triage analyze` reads a large training log, beside ripgrep and
+// GNU grep given the catalog's own patterns, in one run on one core.
+//
+//   log_scan_bench [--size BYTES[K|M|G]] [--dir DIR] [--runs N] [--keep] [--cpu N]
+//
+// It writes a realistic log (JAX/XLA, RCCL/NCCL, PyTorch and Slurm noise under `srun -l` labels,
+// `completed step:` lines, the harmless start-up lines, and a rare real failure every few hundred
+// megabytes), exports the catalog's patterns with `slurm-triage rules export-patterns` (RE2 for rg,
+// POSIX ERE for grep), then times each tool pinned to one CPU, best of N runs after a warm-up read,
+// with peak RSS from wait4(). The analysis run is the whole thing: scan, decisions, report.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Measure {
+  double seconds = 0;
+  long max_rss_kb = 0;
+  int status = -1;
+  std::string out;
+};
+
+// Runs argv with stdout captured (first 4 KiB) and stderr to /dev/null, pinned to `cpu`.
+Measure run(const std::vector<std::string>& args, int cpu) {
+  int p[2];
+  if (::pipe(p) != 0) std::exit(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<size_t>(cpu), &set);
+    (void)::sched_setaffinity(0, sizeof set, &set);
+    ::dup2(p[1], 1);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 2);
+    ::close(p[0]);
+    std::vector<char*> argv;
+    std::vector<std::string> copy = args;
+    for (auto& a : copy)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  Measure m;
+  char buf[65536];
+  ssize_t n = 0;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) {
+    if (m.out.size() < 4096) m.out.append(buf, static_cast<size_t>(std::min<ssize_t>(n, 4096)));
+  }
+  ::close(p[0]);
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.max_rss_kb = ru.ru_maxrss;
+  m.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return m;
+}
+
+Measure best_of(const std::vector<std::string>& args, int cpu, int runs) {
+  Measure best;
+  for (int i = 0; i < runs; ++i) {
+    Measure m = run(args, cpu);
+    if (i == 0 || m.seconds < best.seconds) {
+      const long rss = std::max(best.max_rss_kb, m.max_rss_kb);
+      best = m;
+      best.max_rss_kb = rss;
+    } else {
+      best.max_rss_kb = std::max(best.max_rss_kb, m.max_rss_kb);
+    }
+  }
+  return best;
+}
+
+// --- the log ------------------------------------------------------------------------------------
+
+struct Gen {
+  std::mt19937_64 rng{20261121};
+  int tasks = 32;
+  long step = 0;
+  double t = 1795255200;  // 2026-11-21 10:00:00 UTC
+
+  std::string stamp() {
+    const auto secs = static_cast<time_t>(t);
+    struct tm tm {};
+    gmtime_r(&secs, &tm);
+    char b[48];
+    (void)std::snprintf(b, sizeof b, "%04d-%02d-%02d %02d:%02d:%02d,%03d", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>((t - static_cast<double>(secs)) * 1000));
+    return b;
+  }
+  std::string glog(char sev) {
+    const auto secs = static_cast<time_t>(t);
+    struct tm tm {};
+    gmtime_r(&secs, &tm);
+    char b[48];
+    (void)std::snprintf(b, sizeof b, "%c%02d%02d %02d:%02d:%02d.%06d", sev, tm.tm_mon + 1,
+                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>((t - static_cast<double>(secs)) * 1e6));
+    return b;
+  }
+  int r(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
+
+  // One line of ordinary output.
+  std::string noise() {
+    const int rank = r(tasks);
+    char b[512];
+    const int kind = r(1000);
+    t += 0.002;
+    if (kind < 55) {
+      if (rank == 0) ++step;
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: [%s] completed step: %ld, seconds: %.3f, TFLOP/s/device: %.3f, "
+                          "Tokens/s/device: %.3f, "
+                          "total_weights: 1048576, loss: %.3f",
+                          rank, stamp().c_str(), step, 9.5 + r(100) / 500.0, 400 + r(1000) / 100.0,
+                          3400 + r(5000) / 100.0, 9.0 - static_cast<double>(step % 5000) / 1000.0);
+    } else if (kind < 300) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: gpu-a%03d:%d:%d [%d] NCCL INFO Channel %02d/%d : %d[%d] -> %d[%d] [send] "
+          "via NET/IB/%d/GDRDMA",
+          rank, 17 + rank / 8, 2231 + rank, 2240 + rank, rank % 8, r(32), r(2), rank * 8 + r(8),
+          r(8), (rank * 8 + 11) % 256, r(8), r(4));
+    } else if (kind < 450) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: %s %d gpu_transfer_manager.cc:244] ROCm buffer pool: %d of 64 blocks in "
+          "use, %d bytes pinned",
+          rank, glog('I').c_str(), 2231 + rank, r(64), r(1 << 30));
+    } else if (kind < 560) {
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: [rank%d]:[W%s ProcessGroupNCCL.cpp:%d] [PG ID 0 PG GUID 0 Rank %d] "
+                          "collective %d took %d us",
+                          rank, rank, glog('I').c_str() + 1, 1000 + r(3000), rank, r(100000),
+                          r(100000));
+    } else if (kind < 660) {
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: %s - INFO - jax._src.dispatch - Finished tracing + transforming "
+                          "jit(train_step) in %.4f sec",
+                          rank, stamp().c_str(), r(1000) / 10000.0);
+    } else if (kind < 740) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: (MaxTextTrainer pid=%d, ip=10.1.0.%d) Memstats: After step %ld: Using "
+          "(GB) %d.%02d / 191.5 (%d.%02d%%) on rocm:%d",
+          rank, 48000 + rank, 17 + rank / 8, step, 100 + r(80), r(100), 50 + r(40), r(100),
+          rank % 8);
+    } else if (kind < 820) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: %s %d xla_bridge.cc:%d] Compiled module jit_train_step in %d ms; %d HLO "
+          "instructions; buffer assignment %d MiB",
+          rank, glog('I').c_str(), 2231 + rank, 100 + r(900), r(5000), 10000 + r(90000), r(100000));
+    } else if (kind < 880) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: Per train step:  Total TFLOPs: %d.%02d  split as %d.%02d%% learnable "
+          "weight flops and %d.%02d%% attention flops",
+          rank, 2000 + r(500), r(100), 90 + r(9), r(100), r(9), r(100));
+    } else if (kind < 930) {
+      (void)std::snprintf(
+          b, sizeof b,
+          "%2d: W%s %d orbax/checkpoint/async_checkpointer.py:%d] Waiting for previous "
+          "save to finish (step %ld), %d ms",
+          rank, glog('I').c_str() + 1, 2231 + rank, 100 + r(300), step, r(10000));
+    } else if (kind < 960) {
+      (void)std::snprintf(b, sizeof b,
+                          "%2d: %s INFO tensorboard: wrote %d events to "
+                          "/shared/home/alice/maxtext/outputs/ckpt-llama3-70b/tensorboard",
+                          rank, stamp().c_str(), r(100));
+    } else if (kind < 990) {
+      (void)std::snprintf(
+          b, sizeof b, "%2d: %s %d gcs_rpc_client.h:%d] Heartbeat OK from node %016lx after %d ms",
+          rank, glog('I').c_str(), 2231 + rank, 100 + r(500), static_cast<unsigned long>(rng()),
+          r(100));
+    } else if (kind < 996) {
+      // The known-harmless lines, at the rate a long job prints them.
+      static const char* harmless[] = {
+          "E1121 10:00:00.000000 2231 cuda_driver.cc:152] Failed call to cuInit: UNKNOWN ERROR "
+          "(303)",
+          "gpu-a017:2231:2231 [0] NCCL WARN MSCCL++: Feature not enabled",
+          "Token indices sequence length is longer than the specified maximum sequence length for "
+          "this model (9182 > 8192)",
+          "Cannot read CPU core 97 (topology.cc:71)",
+          "I1121 10:00:00.000000 2231 tpu_initializer_helper.cc:269] No hardware is found. Using "
+          "default TPU version: jellyfish",
+      };
+      (void)std::snprintf(b, sizeof b, "%2d: %s", rank, harmless[r(5)]);
+    } else {
+      (void)std::snprintf(b, sizeof b, "%2d: ", rank);
+      std::string s = b;
+      const int len = 200 + r(3000);  // a long progress/config dump line
+      for (int i = 0; i < len; ++i)
+        s += static_cast<char>("abcdefghijklmnopqrstuvwxyz_=,. 0123456789"[r(41)]);
+      return s;
+    }
+    return b;
+  }
+};
+
+bool write_log(const std::string& path, uint64_t size) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  Gen g;
+  std::string header =
+      "SLURM_JOB_ID=90001\nNNODES=4\nRAY=1\nPASSTHROUGH_ARGS=steps=500000 "
+      "enable_checkpointing=true "
+      "checkpoint_period=500\n  ssh -L 8265:localhost:8265 -L 9190:localhost:9190 -J alice@login "
+      "alice@gpu-a017\n";
+  (void)std::fputs(header.c_str(), f);
+  uint64_t written = header.size();
+  uint64_t next_failure = 200ull << 20;
+  static const char* failures[] = {
+      " 3: Traceback (most recent call last):",
+      " 5: gpu-a018:2236:2245 [5] NCCL WARN Timeout waiting for the completion of an all-reduce",
+      "slurmstepd: error: Detected 1 oom_kill event in StepId=90001.0. Some of the step tasks have "
+      "been OOM Killed.",
+      " 7: jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+      "allocate 2.00GiB.",
+  };
+  std::string buf;
+  int fi = 0;
+  while (written < size) {
+    buf.clear();
+    while (buf.size() < (1u << 20)) {
+      buf += g.noise();
+      buf += '\n';
+    }
+    if (written + buf.size() >= next_failure) {
+      buf += failures[fi++ % 4];
+      buf += '\n';
+      next_failure += 200ull << 20;
+    }
+    std::fwrite(buf.data(), 1, buf.size(), f);
+    written += buf.size();
+  }
+  return std::fclose(f) == 0;
+}
+
+uint64_t parse_size(const char* s) {
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  double mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1024;
+  if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024;
+  if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024;
+  return static_cast<uint64_t>(v * mult);
+}
+
+bool have(const char* tool) {
+  const std::string cmd = std::string("command -v ") + tool + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t size = 1ull << 30;
+  std::string dir = "/tmp";
+  int runs = 3;
+  int cpu = 0;
+  bool keep = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--size" && i + 1 < argc) {
+      size = parse_size(argv[++i]);
+    } else if (a == "--dir" && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--cpu" && i + 1 < argc) {
+      cpu = std::atoi(argv[++i]);
+    } else if (a == "--keep") {
+      keep = true;
+    } else {
+      (void)std::fprintf(
+          stderr,
+          "usage: log_scan_bench [--size BYTES[K|M|G]] [--dir DIR] [--runs N] [--cpu N] "
+          "[--keep]\n");
+      return 2;
+    }
+  }
+  const std::string bin = SLURM_TRIAGE_BIN;
+  const std::string log = dir + "/log_scan_bench-" + std::to_string(size) + ".log";
+  const std::string re2 = dir + "/log_scan_bench.re2";
+  const std::string ere = dir + "/log_scan_bench.ere";
+
+  struct stat st {};
+  if (::stat(log.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
+    (void)std::printf("writing a %.2f GiB log to %s ...\n", static_cast<double>(size) / (1 << 30),
+                      log.c_str());
+    (void)std::fflush(stdout);
+    if (!write_log(log, size)) {
+      (void)std::fprintf(stderr, "cannot write %s\n", log.c_str());
+      return 1;
+    }
+    ::stat(log.c_str(), &st);
+  }
+  const std::string export_cmd = bin + " rules export-patterns > " + re2 + " && " + bin +
+                                 " rules export-patterns --ere > " + ere + " 2>/dev/null";
+  if (std::system(export_cmd.c_str()) != 0) {
+    (void)std::fprintf(stderr, "could not export the patterns\n");
+    return 1;
+  }
+  // Warm the page cache so that every tool reads from memory.
+  run({"cat", log}, cpu);
+
+  const double gib = static_cast<double>(st.st_size) / (1 << 30);
+  (void)std::printf("log: %s (%.2f GiB), patterns: %s, best of %d, pinned to CPU %d\n\n",
+                    log.c_str(), gib, re2.c_str(), runs, cpu);
+  const Measure ours =
+      best_of({bin, "analyze", "--slurm-state", "none", "--format", "json", log}, cpu, runs);
+  (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (exit %d)\n",
+                    "slurm-triage analyze (full analysis)", ours.seconds, gib / ours.seconds,
+                    static_cast<double>(ours.max_rss_kb) / 1024, ours.status);
+  Measure rg;
+  Measure grep;
+  if (have("rg")) {
+    rg = best_of({"rg", "-j1", "-c", "-f", re2, log}, cpu, runs);
+    (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
+                      "rg -j1 -c -f <catalog patterns>", rg.seconds, gib / rg.seconds,
+                      static_cast<double>(rg.max_rss_kb) / 1024,
+                      rg.out.empty() ? "0" : rg.out.substr(0, rg.out.find('\n')).c_str());
+  }
+  if (have("grep")) {
+    grep = best_of({"grep", "-E", "-c", "-f", ere, log}, cpu, std::min(runs, 1));
+    (void)std::printf("%-44s %8.3f s  %7.2f GiB/s  peak RSS %6.1f MiB  (%s lines)\n",
+                      "grep -E -c -f <catalog patterns>", grep.seconds, gib / grep.seconds,
+                      static_cast<double>(grep.max_rss_kb) / 1024,
+                      grep.out.empty() ? "0" : grep.out.substr(0, grep.out.find('\n')).c_str());
+  }
+  (void)std::printf("\n");
+  if (rg.seconds > 0)
+    (void)std::printf("speed-up over rg:   %.2fx (target >= 2x)\n", rg.seconds / ours.seconds);
+  if (grep.seconds > 0) std::printf("speed-up over grep: %.2fx\n", grep.seconds / ours.seconds);
+  (void)std::printf("peak RSS: %.1f MiB (target < 64 MiB)\n",
+                    static_cast<double>(ours.max_rss_kb) / 1024);
+  if (!keep) {
+    ::unlink(re2.c_str());
+    ::unlink(ere.c_str());
+  }
+  return 0;
+}

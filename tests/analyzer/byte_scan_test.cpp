@@ -1,0 +1,56 @@
+#include "analyzer/byte_scan.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+namespace triage {
+namespace {
+
+TEST(CountNewlines, AgreesWithACharByCharCountAtEveryLengthAndAlignment) {
+  std::mt19937 rng(7);
+  std::string buf(5000, 'x');
+  for (char& c : buf)
+    c = (rng() % 5 == 0) ? '\n' : static_cast<char>('a' + rng() % 26);
+  for (size_t off = 0; off < 17; ++off) {
+    for (size_t len = 0; len + off <= buf.size(); len += 1 + len / 3) {
+      size_t expect = 0;
+      for (size_t i = off; i < off + len; ++i)
+        expect += buf[i] == '\n' ? 1u : 0u;
+      ASSERT_EQ(count_newlines(buf.data() + off, len), expect) << off << "+" << len;
+    }
+  }
+}
+
+TEST(CountNewlines, CountsMoreThan255NewlinesPerLane) {
+  const std::string all(100000, '\n');
+  EXPECT_EQ(count_newlines(all.data(), all.size()), all.size());
+}
+
+std::string stripped(std::string s) {
+  s.resize(strip_ansi_in_place(s.data(), s.size()));
+  return s;
+}
+
+TEST(StripAnsi, RemovesColourCodesThatSplitAPhrase) {
+  EXPECT_EQ(stripped("\x1b[31mRESOURCE_\x1b[0mEXHAUSTED\x1b[0m\n"), "RESOURCE_EXHAUSTED\n");
+  EXPECT_EQ(stripped("a\x1b]0;title\x07"
+                     "b\x1b]8;;http://x\x1b\\c"),
+            "abc");
+  EXPECT_EQ(stripped("\x1b(Bplain"), "plain");
+}
+
+TEST(StripAnsi, NeverSwallowsALineBreak) {
+  EXPECT_EQ(stripped("one\x1b[31\ntwo\n"), "one\ntwo\n");
+  EXPECT_EQ(stripped("x\x1b\ny"), "x\ny");
+  EXPECT_EQ(stripped("tail\x1b"), "tail");
+}
+
+TEST(StripAnsi, LeavesTextWithoutEscapesAlone) {
+  const std::string s = "no escapes here\n\x00\xff binary";
+  EXPECT_EQ(stripped(s), s);
+}
+
+}  // namespace
+}  // namespace triage
