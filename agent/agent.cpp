@@ -35,8 +35,8 @@ constexpr size_t kMaxPendingEvents = 50000;
 constexpr int64_t kPileupRefreshUsec = 600LL * 1000000;
 
 std::string read_boot_id(const std::string& proc_root) {
-  for (const std::string& p : {proc_root + "/sys/kernel/random/boot_id",
-                               std::string("/proc/sys/kernel/random/boot_id")}) {
+  for (const std::string& p :
+       {proc_root + "/sys/kernel/random/boot_id", std::string("/proc/sys/kernel/random/boot_id")}) {
     try {
       UniqueFd f = open_regular_file(p, false);
       const std::string id(trim(read_fd_limited(f.get(), 128)));
@@ -60,7 +60,8 @@ std::optional<uid_t> lookup_user(const std::string& name) {
   passwd pw{};
   passwd* res = nullptr;
   char buf[4096];
-  if (::getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &res) != 0 || res == nullptr) return std::nullopt;
+  if (::getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &res) != 0 || res == nullptr)
+    return std::nullopt;
   return pw.pw_uid;
 }
 
@@ -81,7 +82,8 @@ UniqueFd listen_unix(const std::string& path) {
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long: " + path);
+  if (path.size() >= sizeof addr.sun_path)
+    throw std::runtime_error("socket path too long: " + path);
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) throw_errno("socket", errno);
@@ -134,6 +136,12 @@ bool is_gpu_error_kind(const std::string& kind) {
   return kind.rfind("gpu-", 0) == 0 || kind == "nvidia-xid";
 }
 
+// Events the agent made from its own observations (sysfs counters, stuck reads, D-state) rather
+// than from kernel log lines: they do not count as "dmesg" errors.
+bool from_kernel_log(const KernelEvent& e) {
+  return e.rule != "sysfs-counter" && e.rule != "sysfs-reader" && e.rule != "dstate-sampler";
+}
+
 }  // namespace
 
 Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOptions options)
@@ -142,8 +150,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       slurm_(std::move(slurm)),
       spool_(Spool::Options{cfg_.spool_dir}),
       events_(cfg_.max_node_events),
-      analyses_(loop_) {
-}
+      analyses_(loop_) {}
 
 Agent::~Agent() {
   stop();
@@ -160,11 +167,15 @@ void Agent::start() {
   stats_.started_usec = now_usec();
   boot_id_ = opts_.boot_id.empty() ? read_boot_id(cfg_.proc_root) : opts_.boot_id;
   slurm_uid_ = lookup_user(cfg_.slurm_user);
-  if (!slurm_uid_) spdlog::warn("SlurmUser '{}' does not exist; only root may post lifecycle messages", cfg_.slurm_user);
+  if (!slurm_uid_)
+    spdlog::warn("SlurmUser '{}' does not exist; only root may post lifecycle messages",
+                 cfg_.slurm_user);
 
   SpoolReplay replay = spool_.open();
-  for (KernelEvent& e : replay.events) events_.restore(std::move(e));
-  for (const KernelEvent& e : events_.events()) count_event(e, nullptr);
+  for (KernelEvent& e : replay.events)
+    events_.restore(std::move(e));
+  for (const KernelEvent& e : events_.events())
+    count_event(e, nullptr);
   kernel_position_ = replay.kernel_position;
   {
     std::lock_guard<std::mutex> l(position_mu_);
@@ -179,13 +190,11 @@ void Agent::start() {
   workers_ = std::make_unique<WorkerPool>(cfg_.analysis_concurrency + 1);
 
   socket_ = std::make_unique<StreamServer>(
-      loop_,
-      StreamServer::Options{"socket", cfg_.socket_max_clients, cfg_.socket_timeout_ms, true},
+      loop_, StreamServer::Options{"socket", cfg_.socket_max_clients, cfg_.socket_timeout_ms, true},
       [this](StreamServer::Conn& c) { on_socket_input(c); });
   socket_->serve(listen_unix(cfg_.socket_path));
   http_ = std::make_unique<StreamServer>(
-      loop_,
-      StreamServer::Options{"http", cfg_.http_max_connections, cfg_.http_timeout_ms, false},
+      loop_, StreamServer::Options{"http", cfg_.http_max_connections, cfg_.http_timeout_ms, false},
       [this](StreamServer::Conn& c) { on_http_input(c); });
   http_->serve(listen_tcp(cfg_.http_address, cfg_.http_port, http_port_));
   if (!opts_.peer_url) {
@@ -200,7 +209,8 @@ void Agent::start() {
   std::filesystem::create_directories(cfg_.inbox_dir, ec);
   if (!ec) ::chmod(cfg_.inbox_dir.c_str(), 0700);
   inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (inotify_ && ::inotify_add_watch(inotify_.get(), cfg_.inbox_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) >= 0) {
+  if (inotify_ && ::inotify_add_watch(inotify_.get(), cfg_.inbox_dir.c_str(),
+                                      IN_MOVED_TO | IN_CLOSE_WRITE) >= 0) {
     loop_.add(inotify_.get(), EPOLLIN, [this](uint32_t) {
       char buf[4096];
       while (::read(inotify_.get(), buf, sizeof buf) > 0) {
@@ -214,7 +224,8 @@ void Agent::start() {
       }
     });
   } else {
-    spdlog::warn("inbox {}: cannot watch it ({}); scanning every 30 s", cfg_.inbox_dir, std::strerror(errno));
+    spdlog::warn("inbox {}: cannot watch it ({}); scanning every 30 s", cfg_.inbox_dir,
+                 std::strerror(errno));
   }
   scan_inbox();
 
@@ -223,14 +234,16 @@ void Agent::start() {
   for (const auto& [id, j] : jobs_.jobs()) {
     if (j.ended && !j.analysis) waiting.push_back(id);
   }
-  for (uint64_t id : waiting) on_job_end(*jobs_.find(id));
+  for (uint64_t id : waiting)
+    on_job_end(*jobs_.find(id));
 
   if (opts_.collectors) {
     sampler_ = std::make_unique<collector::DStateSampler>(collector::DStateSampler::Options{
         cfg_.proc_root, std::chrono::milliseconds(cfg_.dstate_read_timeout_ms),
         std::chrono::seconds(cfg_.dstate_persistent_after_sec), cfg_.max_stuck_readers});
     hw_reader_ = std::make_unique<collector::HwCounterReader>(collector::HwCounterReader::Options{
-        cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms), cfg_.max_stuck_readers});
+        cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms),
+        cfg_.max_stuck_readers});
     hw_watch_ = std::make_unique<collector::HwCounterWatch>(cfg_.node_name, boot_id_);
     dstate_thread_ = std::make_unique<PeriodicThread>("dstate", cfg_.dstate_interval_ms, [this] {
       std::map<int64_t, uint64_t> pids;
@@ -268,7 +281,8 @@ void Agent::start() {
   evaluate_health();
   uint64_t watchdog_usec = 0;
   if (opts_.notify_systemd && sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
-    Ticker::every(loop_, static_cast<int64_t>(watchdog_usec / 2000), [] { sd_notify(0, "WATCHDOG=1"); });
+    Ticker::every(loop_, static_cast<int64_t>(watchdog_usec / 2000),
+                  [] { sd_notify(0, "WATCHDOG=1"); });
   }
   started_ = true;
   notify("READY=1\nSTATUS=serving; " + std::to_string(events_.size()) + " node events, " +
@@ -277,7 +291,9 @@ void Agent::start() {
                cfg_.socket_path, cfg_.http_address, http_port_, cfg_.drain_policy);
 }
 
-void Agent::run() { loop_.run(); }
+void Agent::run() {
+  loop_.run();
+}
 
 void Agent::run_in_background() {
   loop_thread_ = std::thread([this] { loop_.run(); });
@@ -337,11 +353,12 @@ std::string Agent::kernel_position() {
 bool Agent::ingest(std::vector<KernelEvent> events, std::string position) {
   auto done = std::make_shared<std::promise<bool>>();
   auto fut = done->get_future();
-  const bool posted = loop_.post([this, done, events = std::move(events), position = std::move(position)]() mutable {
-    bool durable = false;
-    apply_ingest(std::move(events), position, &durable);
-    done->set_value(durable);
-  });
+  const bool posted = loop_.post(
+      [this, done, events = std::move(events), position = std::move(position)]() mutable {
+        bool durable = false;
+        apply_ingest(std::move(events), position, &durable);
+        done->set_value(durable);
+      });
   if (!posted) return false;
   return fut.get();
 }
@@ -355,7 +372,8 @@ void Agent::normalize(KernelEvent& e) const {
     // The pipeline promises ids; should one be missing, derive a stable one from the content so
     // that a replay still finds it.
     std::string basis = e.boot_id + "|" + e.kind + "|" + std::to_string(e.time_usec);
-    for (const auto& l : e.lines) basis += "|" + l;
+    for (const auto& l : e.lines)
+      basis += "|" + l;
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(basis)));
     e.id = "anon:" + e.boot_id + ":" + buf;
@@ -366,13 +384,15 @@ void Agent::count_event(const KernelEvent& e, const KernelEvent* previous) {
   const uint64_t before = previous != nullptr ? previous->count : 0;
   const uint64_t delta = e.count > before ? e.count - before : 0;
   if (previous == nullptr) ++stats_.events_by_kind[e.kind];
+  if (!from_kernel_log(e)) return;
   if (e.kind == "oom-kill") stats_.oom_kills += delta;
   if (is_gpu_error_kind(e.kind) && e.severity >= Severity::kError && e.action != "none") {
     stats_.gpu_errors += delta;
   }
 }
 
-void Agent::apply_ingest(std::vector<KernelEvent> events, const std::string& position, bool* durable) {
+void Agent::apply_ingest(std::vector<KernelEvent> events, const std::string& position,
+                         bool* durable) {
   std::vector<KernelEvent> fresh;
   for (KernelEvent& e : events) {
     normalize(e);
@@ -385,7 +405,7 @@ void Agent::apply_ingest(std::vector<KernelEvent> events, const std::string& pos
     fresh.push_back(e);
     events_.apply(std::move(e));
   }
-  if (!fresh.empty()) health_dirty_ = true;
+  if (!fresh.empty()) schedule_health();
   // Anything that failed earlier goes first, so the spool keeps arrival order.
   std::vector<KernelEvent> batch = std::move(pending_events_);
   pending_events_.clear();
@@ -407,7 +427,8 @@ void Agent::apply_ingest(std::vector<KernelEvent> events, const std::string& pos
   }
   // Not durable (disk full?): keep it, do not advance the position, try again shortly.
   if (batch.size() > kMaxPendingEvents) {
-    batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(batch.size() - kMaxPendingEvents));
+    batch.erase(batch.begin(),
+                batch.begin() + static_cast<std::ptrdiff_t>(batch.size() - kMaxPendingEvents));
   }
   pending_events_ = std::move(batch);
   pending_position_ = pos;
@@ -436,12 +457,14 @@ void Agent::on_dstate_sample(collector::DStateSample sample) {
       if (t.persistent && (!gpu || collector::is_gpu_wchan(t.wchan, policy))) tasks.push_back(&t);
     }
     if (tasks.size() < threshold) return;
-    const auto* oldest = *std::min_element(tasks.begin(), tasks.end(), [](const auto* a, const auto* b) {
-      return a->first_seen_usec != b->first_seen_usec ? a->first_seen_usec < b->first_seen_usec : a->pid < b->pid;
-    });
+    const auto* oldest =
+        *std::min_element(tasks.begin(), tasks.end(), [](const auto* a, const auto* b) {
+          return a->first_seen_usec != b->first_seen_usec ? a->first_seen_usec < b->first_seen_usec
+                                                          : a->pid < b->pid;
+        });
     KernelEvent e;
-    e.id = "dstate:" + boot_id_ + ":" + (gpu ? "gpu:" : "any:") + std::to_string(oldest->pid) + "." +
-           std::to_string(oldest->start_ticks);
+    e.id = "dstate:" + boot_id_ + ":" + (gpu ? "gpu:" : "any:") + std::to_string(oldest->pid) +
+           "." + std::to_string(oldest->start_ticks);
     const KernelEvent* prev = events_.find(e.id);
     auto last = pileup_emitted_.find(e.id);
     if (prev != nullptr && prev->count == tasks.size() && last != pileup_emitted_.end() &&
@@ -457,15 +480,17 @@ void Agent::on_dstate_sample(collector::DStateSample sample) {
     e.time_usec = oldest->first_seen_usec;
     e.last_usec = sample.time_usec;
     std::map<std::string, uint64_t> wchans;
-    for (const auto* t : tasks) ++wchans[t->wchan.empty() ? "?" : t->wchan];
+    for (const auto* t : tasks)
+      ++wchans[t->wchan.empty() ? "?" : t->wchan];
     std::string where;
-    for (const auto& [w, n] : wchans) where += (where.empty() ? "" : ", ") + w + " x" + std::to_string(n);
+    for (const auto& [w, n] : wchans)
+      where += (where.empty() ? "" : ", ") + w + " x" + std::to_string(n);
     e.summary = std::to_string(tasks.size()) + " task(s) stuck in D state" +
                 (gpu ? " in GPU driver paths" : "") + " (" + where + ")";
     for (const auto* t : tasks) {
       if (e.lines.size() >= KernelEvent::kMaxEventLines) break;
-      e.lines.push_back("pid " + std::to_string(t->pid) + " (" + t->comm + ") D wchan=" +
-                        (t->wchan.empty() ? "?" : t->wchan) +
+      e.lines.push_back("pid " + std::to_string(t->pid) + " (" + t->comm +
+                        ") D wchan=" + (t->wchan.empty() ? "?" : t->wchan) +
                         (t->job_id ? " job=" + std::to_string(*t->job_id) : ""));
     }
     out.push_back(std::move(e));
@@ -473,7 +498,7 @@ void Agent::on_dstate_sample(collector::DStateSample sample) {
   pileup(true, policy.dstate_gpu_reboot);
   pileup(false, policy.dstate_degraded);
   dstate_ = std::move(sample);
-  health_dirty_ = true;
+  schedule_health();
   if (!out.empty()) apply_ingest(std::move(out), "", nullptr);
 }
 
@@ -486,8 +511,19 @@ void Agent::on_sysfs_snapshot(collector::SysfsSnapshot snapshot, std::vector<Ker
     }
   }
   sysfs_ = std::move(snapshot);
-  health_dirty_ = true;
+  schedule_health();
   if (!events.empty()) apply_ingest(std::move(events), "", nullptr);
+}
+
+void Agent::schedule_health() {
+  // Soon, but once for a burst of events.
+  health_dirty_ = true;
+  if (health_scheduled_) return;
+  health_scheduled_ = true;
+  loop_.after(50, [this] {
+    health_scheduled_ = false;
+    evaluate_health();
+  });
 }
 
 void Agent::evaluate_health() {
@@ -500,15 +536,17 @@ void Agent::evaluate_health() {
   in.stuck_sysfs_reads = sysfs_ ? sysfs_->stuck.size() : 0;
   NodeVerdict v = collector::evaluate_node_health(in, cfg_.health);
   health_dirty_ = false;
-  const bool changed = v.verdict != verdict_.verdict || v.reasons.size() != verdict_.reasons.size() ||
-                       (!v.reasons.empty() && v.reasons.front().reason != verdict_.reasons.front().reason);
+  const bool changed =
+      v.verdict != verdict_.verdict || v.reasons.size() != verdict_.reasons.size() ||
+      (!v.reasons.empty() && v.reasons.front().reason != verdict_.reasons.front().reason);
   verdict_ = std::move(v);
   if (changed) {
     if (verdict_.verdict == "healthy") {
       spdlog::info("node health: healthy");
     } else {
       const auto& r = verdict_.reasons.front();
-      const auto log = verdict_.verdict == "drain-recommended" ? spdlog::level::warn : spdlog::level::info;
+      const auto log =
+          verdict_.verdict == "drain-recommended" ? spdlog::level::warn : spdlog::level::info;
       spdlog::log(log, "node health: {} ({}{}): {}", verdict_.verdict, r.action,
                   cfg_.drain_policy == "auto" ? ", auto-drain" : ", recommendation only", r.reason);
     }
@@ -522,7 +560,7 @@ void Agent::load_jobs_from_spool() {
   for (const Spool::JobFile& f : spool_.list_jobs()) {
     if (loaded++ >= kMaxJobsInMemory) break;
     size_t torn = 0, bad = 0;
-    jobs_.restore(f.job_id, spool_.read_job(f.job_id, &torn, &bad));
+    jobs_.restore(f.job_id, spool_.read_job(f.job_id, &torn, &bad), f.mtime_usec);
     stats_.spool_torn_lines += torn;
     stats_.spool_bad_lines += bad;
   }
@@ -533,7 +571,7 @@ JobRecord* Agent::job(uint64_t job_id) {
   if (JobRecord* j = jobs_.find(job_id)) return j;
   std::vector<nlohmann::json> records = spool_.read_job(job_id);
   if (records.empty()) return nullptr;
-  jobs_.restore(job_id, records);
+  jobs_.restore(job_id, records, now_usec());
   return jobs_.find(job_id);
 }
 
@@ -551,7 +589,8 @@ void Agent::maintain() {
   std::vector<uint64_t> expired;
   for (const auto& [id, j] : jobs_.jobs()) {
     const int64_t last = std::max(j.touched_usec, j.end_usec);
-    if ((j.ended && last < cutoff) || (!j.ended && last < cutoff - cfg_.spool_retention_sec * 1000000)) {
+    if ((j.ended && last < cutoff) ||
+        (!j.ended && last < cutoff - cfg_.spool_retention_sec * 1000000)) {
       expired.push_back(id);
     } else if (j.ended && in_pipeline_.count(id) == 0) {
       ended.emplace_back(last, id);
@@ -587,8 +626,10 @@ void Agent::maintain() {
     }
     u = spool_.usage();
     if (u.event_bytes + u.job_bytes > cfg_.spool_max_bytes) {
-      spdlog::warn("spool {} holds {} bytes, above SpoolMaxSize={}: only running jobs and live events remain",
-                   cfg_.spool_dir, u.event_bytes + u.job_bytes, cfg_.spool_max_bytes);
+      spdlog::warn(
+          "spool {} holds {} bytes, above SpoolMaxSize={}: only running jobs and live events "
+          "remain",
+          cfg_.spool_dir, u.event_bytes + u.job_bytes, cfg_.spool_max_bytes);
     }
   }
   stats_.spool_usage = u;
@@ -598,7 +639,8 @@ NodeEvidence Agent::node_evidence(const JobRecord& job, int64_t start_usec, int6
   NodeEvidence n;
   n.host = cfg_.node_name;
   n.reachable = true;
-  for (const auto& [key, t] : job.tasks) n.tasks.push_back(t);
+  for (const auto& [key, t] : job.tasks)
+    n.tasks.push_back(t);
   std::sort(n.tasks.begin(), n.tasks.end(), [](const TaskExit& a, const TaskExit& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.task < b.task;
   });

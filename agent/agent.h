@@ -94,6 +94,7 @@ class Agent {
   void on_sysfs_snapshot(collector::SysfsSnapshot snapshot, std::vector<KernelEvent> events);
   void publish_pids();
   void evaluate_health();
+  void schedule_health();
   void maintain();
   void load_jobs_from_spool();
   JobRecord* job(uint64_t job_id);  // loads an evicted job from the spool on demand
@@ -164,6 +165,7 @@ class Agent {
   std::map<std::string, int64_t> pileup_emitted_;  // dstate-pileup id -> last emission (usec)
   NodeVerdict verdict_;
   bool health_dirty_ = true;
+  bool health_scheduled_ = false;
 
   std::deque<uint64_t> analysis_queue_;
   std::set<uint64_t> in_pipeline_;
@@ -180,10 +182,10 @@ class Agent {
     uint64_t oom_kills = 0;
     uint64_t gpu_errors = 0;
     uint64_t duplicates_dropped = 0;
-    std::map<std::string, uint64_t> lifecycle;    // op -> accepted
-    std::map<std::string, uint64_t> rejected;     // reason -> count
-    std::map<std::string, uint64_t> analyses;     // result -> count
-    std::map<int, uint64_t> http_requests;        // status -> count
+    std::map<std::string, uint64_t> lifecycle;  // op -> accepted
+    std::map<std::string, uint64_t> rejected;   // reason -> count
+    std::map<std::string, uint64_t> analyses;   // result -> count
+    std::map<int, uint64_t> http_requests;      // status -> count
     uint64_t inbox_applied = 0;
     uint64_t inbox_refused = 0;
     uint64_t peer_fetch_failures = 0;

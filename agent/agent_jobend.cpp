@@ -20,7 +20,8 @@ std::string home_of(uid_t uid) {
   passwd pw{};
   passwd* res = nullptr;
   char buf[4096];
-  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || res == nullptr || pw.pw_dir == nullptr) return "";
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || res == nullptr || pw.pw_dir == nullptr)
+    return "";
   return pw.pw_dir;
 }
 
@@ -37,7 +38,8 @@ void Agent::on_job_end(JobRecord& j) {
 }
 
 void Agent::queue_analysis(uint64_t job_id) {
-  if (std::find(analysis_queue_.begin(), analysis_queue_.end(), job_id) != analysis_queue_.end()) return;
+  if (std::find(analysis_queue_.begin(), analysis_queue_.end(), job_id) != analysis_queue_.end())
+    return;
   analysis_queue_.push_back(job_id);
   pump_analyses();
 }
@@ -82,7 +84,8 @@ void Agent::gather_evidence(uint64_t job_id) {
     std::vector<PeerRequest> requests;
     std::string target = "/v1/jobs/" + std::to_string(job_id) + "/events";
     if (facts.start_time != 0 || facts.end_time != 0) {
-      target += "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
+      target +=
+          "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
     }
     for (const std::string& node : facts.nodes) {
       if (node != self) requests.push_back({node, peer_url(node), target});
@@ -142,7 +145,8 @@ void Agent::launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<
   if (j == nullptr || !who) {
     AnalysisOutcome failed;
     failed.job_id = job_id;
-    failed.err = j == nullptr ? "the job's records are gone" : "cannot run as the job's owner: " + error;
+    failed.err =
+        j == nullptr ? "the job's records are gone" : "cannot run as the job's owner: " + error;
     analysis_done(job_id, facts, target, unreachable, failed);
     return;
   }
@@ -159,7 +163,8 @@ void Agent::launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<
       if (p.host == node) ev.nodes.push_back(std::move(p));
     }
   }
-  if (std::none_of(ev.nodes.begin(), ev.nodes.end(), [&](const NodeEvidence& n) { return n.host == cfg_.node_name; })) {
+  if (std::none_of(ev.nodes.begin(), ev.nodes.end(),
+                   [&](const NodeEvidence& n) { return n.host == cfg_.node_name; })) {
     ev.nodes.insert(ev.nodes.begin(), own);
   }
   AnalysisRequest req;
@@ -167,18 +172,20 @@ void Agent::launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<
   req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, target);
   req.who = *who;
   req.home = home;
-  req.stdin_data = nlohmann::json(ev).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  req.stdin_data =
+      nlohmann::json(ev).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   req.timeout_ms = cfg_.analysis_timeout_sec * 1000;
   req.output_max = cfg_.analysis_output_max;
-  spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target, who->uid,
-               ev.nodes.size(), unreachable.size());
+  spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target,
+               who->uid, ev.nodes.size(), unreachable.size());
   analyses_.start(std::move(req), [this, job_id, facts, target, unreachable](AnalysisOutcome o) {
     analysis_done(job_id, facts, target, unreachable, o);
   });
 }
 
 void Agent::analysis_done(uint64_t job_id, const JobFacts& facts, const std::string& target,
-                          const std::vector<std::string>& unreachable, const AnalysisOutcome& outcome) {
+                          const std::vector<std::string>& unreachable,
+                          const AnalysisOutcome& outcome) {
   nlohmann::json s = analysis_summary(facts, target, outcome, unreachable, now_usec());
   const std::string result = s.value("result", "failed");
   if (result != "ok") {
@@ -198,12 +205,15 @@ void Agent::record_summary(uint64_t job_id, nlohmann::json summary) {
   }
   jobs_.set_analysis(job_id, summary);
   recent_summaries_.push_back(std::move(summary));
-  while (recent_summaries_.size() > 50) recent_summaries_.pop_front();
+  while (recent_summaries_.size() > 50)
+    recent_summaries_.pop_front();
 }
 
 void Agent::maybe_drain() {
-  if (cfg_.drain_policy != "auto" || verdict_.verdict != "drain-recommended" || drain_in_flight_) return;
-  const std::string why = verdict_.reasons.empty() ? "drain recommended" : verdict_.reasons.front().reason;
+  if (cfg_.drain_policy != "auto" || verdict_.verdict != "drain-recommended" || drain_in_flight_)
+    return;
+  const std::string why =
+      verdict_.reasons.empty() ? "drain recommended" : verdict_.reasons.front().reason;
   if (drained_for_ == why) return;
   const int64_t now = now_usec();
   if (now - drain_last_attempt_usec_ < 60LL * 1000000) return;
@@ -224,8 +234,9 @@ void Agent::maybe_drain() {
       } else if (n->drain || n->down) {
         // Never touch a drain somebody else made, and never undo one.
         settled = true;
-        state = n->reason.rfind("triage:", 0) == 0 ? "drained by triage"
-                                                   : "left alone: already " + n->state + " (" + n->reason + ")";
+        state = n->reason.rfind("triage:", 0) == 0
+                    ? "drained by triage"
+                    : "left alone: already " + n->state + " (" + n->reason + ")";
       } else if (slurm_->drain_node(node, reason, error)) {
         settled = true;
         state = "drained by triage";

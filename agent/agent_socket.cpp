@@ -22,7 +22,9 @@ namespace {
 constexpr size_t kMaxRequest = 64 * 1024;
 constexpr size_t kMaxInboxFile = 64 * 1024;
 
-nlohmann::json fail(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+nlohmann::json fail(const std::string& why) {
+  return {{"ok", false}, {"error", why}};
+}
 
 std::string dump_line(const nlohmann::json& j) {
   std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -32,7 +34,9 @@ std::string dump_line(const nlohmann::json& j) {
 
 }  // namespace
 
-bool Agent::privileged(uid_t uid) const { return uid == 0 || (slurm_uid_ && uid == *slurm_uid_); }
+bool Agent::privileged(uid_t uid) const {
+  return uid == 0 || (slurm_uid_ && uid == *slurm_uid_);
+}
 
 void Agent::on_socket_input(StreamServer::Conn& c) {
   size_t nl = 0;
@@ -72,7 +76,8 @@ void Agent::on_socket_input(StreamServer::Conn& c) {
   if (c.in.size() > kMaxRequest) {
     // Without a newline in sight there is no way to resynchronise: answer and hang up.
     ++stats_.rejected["oversized"];
-    socket_->send(c, dump_line(fail("request larger than " + std::to_string(kMaxRequest) + " bytes")));
+    socket_->send(c,
+                  dump_line(fail("request larger than " + std::to_string(kMaxRequest) + " bytes")));
     c.in.clear();
     c.ignore_input = true;
     c.close_after_flush = true;
@@ -103,7 +108,8 @@ nlohmann::json Agent::handle_request(uid_t uid, const nlohmann::json& request) {
       ++stats_.rejected["forbidden"];
       return fail("job " + std::to_string(*id) + ": not found or not yours");
     }
-    if (j == nullptr) return fail("job " + std::to_string(*id) + " is not known on " + cfg_.node_name);
+    if (j == nullptr)
+      return fail("job " + std::to_string(*id) + " is not known on " + cfg_.node_name);
     return {{"ok", true}, {"node", node_evidence(*j, 0, 0)}};
   }
   r.fail("op", "unknown operation '" + printable(op) + "'");
@@ -120,11 +126,12 @@ nlohmann::json Agent::handle_lifecycle(uid_t uid, const nlohmann::json& request)
   if (job(msg.job_id) != nullptr && jobs_.has_message(msg.job_id, msg.msg_id)) {
     return {{"ok", true}, {"duplicate", true}};
   }
-  const nlohmann::json record = {{"r", "msg"}, {"m", msg.raw}, {"peer_uid", uid}};
+  const int64_t now = now_usec();
+  const nlohmann::json record = {{"r", "msg"}, {"m", msg.raw}, {"peer_uid", uid}, {"t", now}};
   if (!spool_.append_job(msg.job_id, record)) {
     return fail("not durable, try again later: " + spool_.last_error());
   }
-  JobRecord& j = jobs_.apply(msg, now_usec());
+  JobRecord& j = jobs_.apply(msg, now);
   ++stats_.lifecycle[msg.op];
   if (msg.op == "task_start" || msg.op == "task_exit" || msg.op == "job_end") publish_pids();
   if (msg.op == "job_end") on_job_end(j);
@@ -151,7 +158,8 @@ void Agent::scan_inbox() {
   }
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
-    const int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const int fd =
+        ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st {};
     std::string refusal;
     UniqueFd f(fd);

@@ -47,7 +47,8 @@ bool read_available(int fd, std::string& into, size_t cap, bool& truncated) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n > 0) {
-      const size_t take = std::min(static_cast<size_t>(n), cap > into.size() ? cap - into.size() : 0);
+      const size_t take =
+          std::min(static_cast<size_t>(n), cap > into.size() ? cap - into.size() : 0);
       into.append(buf, take);
       if (take < static_cast<size_t>(n)) truncated = true;
       continue;
@@ -67,7 +68,9 @@ bool read_available(int fd, std::string& into, size_t cap, bool& truncated) {
 
 AnalysisRunner::AnalysisRunner(EventLoop& loop) : loop_(loop) {}
 
-AnalysisRunner::~AnalysisRunner() { kill_all(); }
+AnalysisRunner::~AnalysisRunner() {
+  kill_all();
+}
 
 void AnalysisRunner::start(AnalysisRequest request, Done done) {
   auto run = std::make_unique<Run>();
@@ -93,7 +96,8 @@ void AnalysisRunner::start(AnalysisRequest request, Done done) {
 
   // Everything the child needs is prepared before fork: the child only makes system calls.
   std::vector<char*> argv;
-  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : req.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<std::string> env_strings = {
       "PATH=/usr/local/bin:/usr/bin:/bin",
@@ -105,7 +109,8 @@ void AnalysisRunner::start(AnalysisRequest request, Done done) {
       "SLURM_TRIAGE_AGENT=1",
   };
   std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
+  for (auto& e : env_strings)
+    envp.push_back(e.data());
   envp.push_back(nullptr);
 
   run->started_usec = monotonic_usec();
@@ -152,8 +157,10 @@ void AnalysisRunner::start(AnalysisRequest request, Done done) {
   set_nonblocking(run->out.get());
   set_nonblocking(run->err.get());
   set_nonblocking(run->status.get());
-  loop_.add(run->out.get(), EPOLLIN, [this, id, fd = run->out.get()](uint32_t) { on_output(id, fd, true); });
-  loop_.add(run->err.get(), EPOLLIN, [this, id, fd = run->err.get()](uint32_t) { on_output(id, fd, false); });
+  loop_.add(run->out.get(), EPOLLIN,
+            [this, id, fd = run->out.get()](uint32_t) { on_output(id, fd, true); });
+  loop_.add(run->err.get(), EPOLLIN,
+            [this, id, fd = run->err.get()](uint32_t) { on_output(id, fd, false); });
   if (req.stdin_data.empty()) {
     run->in.reset();
   } else {

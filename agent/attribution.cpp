@@ -7,7 +7,9 @@ namespace triage::agent {
 namespace {
 
 // Events about one process; without a job or registered pid they are not every job's business.
-bool is_process_scoped(const std::string& kind) { return kind == "oom-kill"; }
+bool is_process_scoped(const std::string& kind) {
+  return kind == "oom-kill";
+}
 
 bool overlaps(int64_t a_start, int64_t a_end, int64_t b_start, int64_t b_end) {
   return a_start <= b_end && b_start <= a_end;

@@ -144,18 +144,18 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           10000000),
       key("SocketPath", T::kPath, "/run/slurm-triage/agent.sock",
           "The local Unix socket (JSON lines) for the plugin, the CLI and users."),
-      key("SocketTimeout", T::kDuration, "10s",
-          "A socket client idle this long is disconnected.", 1, 3600),
-      key("SocketMaxClients", T::kInt, "256", "Concurrent socket connections; more are refused.",
-          1, 65536),
+      key("SocketTimeout", T::kDuration, "10s", "A socket client idle this long is disconnected.",
+          1, 3600),
+      key("SocketMaxClients", T::kInt, "256", "Concurrent socket connections; more are refused.", 1,
+          65536),
       key("HttpAddress", T::kString, "0.0.0.0",
           "Address of the HTTP endpoint (metrics, peer evidence); use the cluster network's."),
       key("HttpPort", T::kInt, "6829", "Port of the HTTP endpoint (0: any free port).", 0, 65535),
       key("HttpTimeout", T::kDuration, "10s",
-          "An HTTP request must arrive completely within this time (slow clients are cut off).",
-          1, 3600),
-      key("HttpMaxConnections", T::kInt, "128", "Concurrent HTTP connections; more are refused.",
-          1, 65536),
+          "An HTTP request must arrive completely within this time (slow clients are cut off).", 1,
+          3600),
+      key("HttpMaxConnections", T::kInt, "128", "Concurrent HTTP connections; more are refused.", 1,
+          65536),
       key("HttpMaxHeaderSize", T::kBytes, "16K", "Largest accepted HTTP request head.", 1024,
           1LL << 20),
       key("MungeSocket", T::kPath, "",
@@ -189,8 +189,8 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       key("AnalyzerPath", T::kPath, analyzer, "The slurm-triage program run for each ended job."),
       key("AnalysisTimeout", T::kDuration, "10m", "An analysis running longer is killed.", 1,
           86400),
-      key("AnalysisConcurrency", T::kInt, "2", "Analyses (evidence gathering included) at once.",
-          1, 64),
+      key("AnalysisConcurrency", T::kInt, "2", "Analyses (evidence gathering included) at once.", 1,
+          64),
       key("AnalysisOutputMax", T::kBytes, "1M", "Analyzer output kept from each run.", 4096,
           64LL << 20),
       key("ReportPath", T::kString, "",
@@ -205,8 +205,7 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       choice("LogLevel", "info", {"trace", "debug", "info", "warn", "error"},
              "The agent's own log verbosity."),
       key("HealthWindow", T::kDuration, "24h", "Counted health rules look this far back.", 60),
-      key("GpuResetDegradedCount", T::kInt, "1", "GPU resets in the window: degraded (0: off).",
-          0),
+      key("GpuResetDegradedCount", T::kInt, "1", "GPU resets in the window: degraded (0: off).", 0),
       key("GpuResetDrainCount", T::kInt, "3", "GPU resets in the window: drain (0: off).", 0),
       key("RingTimeoutDegradedCount", T::kInt, "1",
           "GPU ring timeouts in the window: degraded (0: off).", 0),
@@ -223,8 +222,8 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       key("DStateGpuRebootCount", T::kInt, "3",
           "Tasks stuck in D state in GPU driver paths: reboot at the next job boundary (0: off).",
           0),
-      key("DStateDegradedCount", T::kInt, "20", "Tasks stuck in D state anywhere: degraded (0: off).",
-          0),
+      key("DStateDegradedCount", T::kInt, "20",
+          "Tasks stuck in D state anywhere: degraded (0: off).", 0),
       key("DStateGpuWchan", T::kString, "amdgpu,cper,aca_,kfd",
           "Comma-separated wchan fragments that mark a GPU driver path."),
   };
@@ -249,7 +248,8 @@ std::string render_config_example() {
     out << "# " << s.help << "\n";
     if (s.type == ConfigType::kEnum) {
       std::string list;
-      for (const auto& c : s.choices) list += (list.empty() ? "" : " | ") + c;
+      for (const auto& c : s.choices)
+        list += (list.empty() ? "" : " | ") + c;
       out << "# One of: " << list << "\n";
     }
     out << "#" << s.name << "=" << s.default_value << "\n\n";

@@ -75,7 +75,8 @@ struct ConfigLoad {
 
 // Parses the file (when `path` is not empty), applies `overrides` ("Key=Value", e.g. from --set),
 // and maps the values. Errors name the file and line.
-ConfigLoad load_agent_config(const std::string& path, const std::vector<std::string>& overrides = {});
+ConfigLoad load_agent_config(const std::string& path,
+                             const std::vector<std::string>& overrides = {});
 ConfigLoad load_agent_config_text(const std::string& text, const std::string& origin);
 
 // triage.conf.example's body: every key with its default, commented.

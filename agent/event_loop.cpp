@@ -131,7 +131,8 @@ void EventLoop::run() {
       try {
         (*h)(events[i].events);
       } catch (const std::exception& e) {
-        spdlog::error("event loop: handler for fd {} failed: {}", static_cast<int>(events[i].data.fd), e.what());
+        spdlog::error("event loop: handler for fd {} failed: {}",
+                      static_cast<int>(events[i].data.fd), e.what());
       }
     }
     try {
@@ -152,6 +153,8 @@ void EventLoop::stop() {
   (void)!::write(wake_.get(), &one, sizeof one);
 }
 
-bool EventLoop::on_loop_thread() const { return std::this_thread::get_id() == loop_thread_; }
+bool EventLoop::on_loop_thread() const {
+  return std::this_thread::get_id() == loop_thread_;
+}
 
 }  // namespace triage::agent

@@ -46,13 +46,15 @@ size_t EventStore::prune(int64_t cutoff_usec) {
   if (events_.size() > max_events_) {
     // Oldest by last activity go first.
     std::vector<size_t> order(events_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return std::max(events_[a].last_usec, events_[a].time_usec) >
              std::max(events_[b].last_usec, events_[b].time_usec);
     });
     std::vector<bool> keep(events_.size(), false);
-    for (size_t i = 0; i < max_events_; ++i) keep[order[i]] = true;
+    for (size_t i = 0; i < max_events_; ++i)
+      keep[order[i]] = true;
     std::vector<KernelEvent> kept;
     kept.reserve(max_events_);
     for (size_t i = 0; i < events_.size(); ++i) {
@@ -66,7 +68,8 @@ size_t EventStore::prune(int64_t cutoff_usec) {
 
 void EventStore::reindex() {
   index_.clear();
-  for (size_t i = 0; i < events_.size(); ++i) index_.emplace(events_[i].id, i);
+  for (size_t i = 0; i < events_.size(); ++i)
+    index_.emplace(events_[i].id, i);
 }
 
 }  // namespace triage::agent

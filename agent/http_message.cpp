@@ -8,19 +8,32 @@ namespace {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -81,7 +94,8 @@ HttpParseResult parse_http_request(std::string_view buffer, size_t max_head, Htt
       if (parts.size() != 3 || parts[0].empty() || parts[1].empty()) {
         return error(400, "malformed request line");
       }
-      if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") return error(400, "unsupported HTTP version");
+      if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0")
+        return error(400, "unsupported HTTP version");
       out.method = std::string(parts[0]);
       out.target = std::string(parts[1]);
       if (out.target.front() != '/') return error(400, "request target must be a path");
@@ -95,7 +109,8 @@ HttpParseResult parse_http_request(std::string_view buffer, size_t max_head, Htt
     out.headers[to_lower(trim(line.substr(0, colon)))] = std::string(trim(line.substr(colon + 1)));
   }
   if (first) return error(400, "empty request");
-  if (out.headers.count("transfer-encoding") != 0) return error(501, "request bodies are not supported");
+  if (out.headers.count("transfer-encoding") != 0)
+    return error(501, "request bodies are not supported");
   if (auto it = out.headers.find("content-length"); it != out.headers.end()) {
     const auto n = parse_uint(it->second);
     if (!n) return error(400, "bad Content-Length");

@@ -115,8 +115,8 @@ std::string expand_report_path(const std::string& pattern, const JobFacts& facts
 
 std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::string& mode,
                                        const std::string& target) {
-  return {analyzer, "analyze", "--evidence", "-", "--write", "--format", "json", "--mode", mode,
-          target};
+  return {analyzer,   "analyze", "--evidence", "-",  "--write",
+          "--format", "json",    "--mode",     mode, target};
 }
 
 nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target,
@@ -149,12 +149,15 @@ nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target
   // are simply absent here).
   const nlohmann::json out = nlohmann::json::parse(o.out, nullptr, false);
   if (out.is_object()) {
-    for (const char* k : {"status", "class", "primary_class", "report_path", "json_path", "stage"}) {
-      if (auto it = out.find(k); it != out.end() && (it->is_string() || it->is_number())) s[k] = *it;
+    for (const char* k :
+         {"status", "class", "primary_class", "report_path", "json_path", "stage"}) {
+      if (auto it = out.find(k); it != out.end() && (it->is_string() || it->is_number()))
+        s[k] = *it;
     }
     if (auto p = out.find("primary_failure"); p != out.end() && p->is_object()) {
       for (const char* k : {"class", "stage"}) {
-        if (auto it = p->find(k); it != p->end() && it->is_string()) s[std::string("primary_") + k] = *it;
+        if (auto it = p->find(k); it != p->end() && it->is_string())
+          s[std::string("primary_") + k] = *it;
       }
     }
   } else if (!o.out.empty()) {
@@ -164,7 +167,10 @@ nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target
 }
 
 nlohmann::json skipped_summary(uint64_t job_id, const std::string& why, int64_t now_usec) {
-  return {{"r", "analysis"}, {"job_id", job_id}, {"time_usec", now_usec}, {"result", "skipped"},
+  return {{"r", "analysis"},
+          {"job_id", job_id},
+          {"time_usec", now_usec},
+          {"result", "skipped"},
           {"reason", why}};
 }
 

@@ -14,7 +14,7 @@ std::string step_string(const JsonObjectReader& r) {
   const nlohmann::json* s = r.member("step");
   if (s == nullptr || s->is_null()) return "";
   if (s->is_string()) return s->get<std::string>();
-  if (s->is_number_unsigned()) return std::to_string(s->get<uint64_t>());
+  if (s->is_number_integer() && s->get<int64_t>() >= 0) return std::to_string(s->get<int64_t>());
   r.fail("step", "expected a string such as \"0\" or \"batch\"");
 }
 
@@ -128,7 +128,8 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   return j;
 }
 
-void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& records) {
+void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& records,
+                       int64_t fallback_usec) {
   for (const nlohmann::json& rec : records) {
     const auto r = rec.find("r");
     if (r == rec.end() || !r->is_string()) continue;
@@ -136,7 +137,8 @@ void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& recor
       try {
         LifecycleMessage m = parse_lifecycle(rec.at("m"));
         if (m.job_id != job_id) continue;
-        apply(m, 0);
+        const auto t = rec.find("t");
+        apply(m, t != rec.end() && t->is_number_integer() ? t->get<int64_t>() : fallback_usec);
       } catch (const std::exception&) {
         // A record that no longer validates is skipped; the rest of the job still counts.
       }

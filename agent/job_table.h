@@ -42,9 +42,9 @@ struct JobRecord {
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;
-  bool batch_here = false;  // the batch step ran on this node
-  std::map<std::string, TaskExit> tasks;  // "<step>/<task>"
-  nlohmann::json job_end;                 // the job_end message (epilog facts)
+  bool batch_here = false;                 // the batch step ran on this node
+  std::map<std::string, TaskExit> tasks;   // "<step>/<task>"
+  nlohmann::json job_end;                  // the job_end message (epilog facts)
   std::optional<nlohmann::json> analysis;  // the analysis summary, once there is one
   std::set<std::string> msg_ids;
   int64_t touched_usec = 0;
@@ -55,8 +55,9 @@ class JobTable {
   bool has_message(uint64_t job_id, const std::string& msg_id) const;
   // Applies a (durable) message. `now_usec` stands in for a missing time_usec.
   JobRecord& apply(const LifecycleMessage& msg, int64_t now_usec);
-  // Rebuilds a job from its spool records (messages and analysis summaries).
-  void restore(uint64_t job_id, const std::vector<nlohmann::json>& records);
+  // Rebuilds a job from its spool records (messages and analysis summaries). A message without a
+  // time of its own takes the time it was received ("t"), or `fallback_usec`.
+  void restore(uint64_t job_id, const std::vector<nlohmann::json>& records, int64_t fallback_usec);
   void set_analysis(uint64_t job_id, const nlohmann::json& summary);
 
   JobRecord* find(uint64_t job_id);

@@ -19,19 +19,20 @@
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: slurm-triage-agent [--config PATH] [--set Key=Value]... [--check-config]\n"
-               "\n"
-               "The slurm-triage node agent: collects kernel and hardware evidence, attributes it to\n"
-               "Slurm jobs, serves the local socket and the HTTP endpoint, and runs the analysis\n"
-               "when a job ends.\n"
-               "\n"
-               "  --config PATH       configuration file (default %s/triage.conf)\n"
-               "  --set Key=Value     override one configuration key (repeatable)\n"
-               "  --check-config      validate the configuration, print every key, and exit\n"
-               "  --print-example     print an example triage.conf with every key and exit\n"
-               "  --version           print the version and exit\n",
-               triage::kSysconfDir);
+  std::fprintf(
+      out,
+      "usage: slurm-triage-agent [--config PATH] [--set Key=Value]... [--check-config]\n"
+      "\n"
+      "The slurm-triage node agent: collects kernel and hardware evidence, attributes it to\n"
+      "Slurm jobs, serves the local socket and the HTTP endpoint, and runs the analysis\n"
+      "when a job ends.\n"
+      "\n"
+      "  --config PATH       configuration file (default %s/triage.conf)\n"
+      "  --set Key=Value     override one configuration key (repeatable)\n"
+      "  --check-config      validate the configuration, print every key, and exit\n"
+      "  --print-example     print an example triage.conf with every key and exit\n"
+      "  --version           print the version and exit\n",
+      triage::kSysconfDir);
 }
 
 std::unique_ptr<triage::agent::SlurmClient> slurm_client() {
@@ -39,7 +40,8 @@ std::unique_ptr<triage::agent::SlurmClient> slurm_client() {
   try {
     return triage::agent::make_libslurm_client();
   } catch (const std::exception& e) {
-    spdlog::error("libslurm client unavailable ({}); using the epilog's facts, auto-drain disabled", e.what());
+    spdlog::error("libslurm client unavailable ({}); using the epilog's facts, auto-drain disabled",
+                  e.what());
     return triage::agent::make_offline_slurm_client(e.what());
   }
 #else
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
   triage::agent::ConfigLoad load =
       triage::agent::load_agent_config(exists || !default_path ? config_path : "", overrides);
   if (!load.errors.empty()) {
-    for (const auto& e : load.errors) std::fprintf(stderr, "%s\n", e.what());
+    for (const auto& e : load.errors)
+      std::fprintf(stderr, "%s\n", e.what());
     std::fprintf(stderr, "slurm-triage-agent: %zu configuration error(s)\n", load.errors.size());
     return 1;
   }

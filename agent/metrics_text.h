@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace triage::agent {
 

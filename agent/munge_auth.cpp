@@ -37,7 +37,8 @@ std::optional<std::string> munge_credential(const std::string& socket, const std
   Ctx ctx = make_ctx(socket, error);
   if (!ctx) return std::nullopt;
   char* cred = nullptr;
-  const munge_err_t e = munge_encode(&cred, ctx.get(), payload.data(), static_cast<int>(payload.size()));
+  const munge_err_t e =
+      munge_encode(&cred, ctx.get(), payload.data(), static_cast<int>(payload.size()));
   if (e != EMUNGE_SUCCESS) {
     const char* why = munge_ctx_strerror(ctx.get());
     error = std::string("munge encode: ") + (why != nullptr ? why : munge_strerror(e));
@@ -64,7 +65,8 @@ MungeDecoded munge_verify(const std::string& socket, const std::string& credenti
     std::free(buf);
     return d;
   }
-  if (buf != nullptr && len > 0) d.payload.assign(static_cast<const char*>(buf), static_cast<size_t>(len));
+  if (buf != nullptr && len > 0)
+    d.payload.assign(static_cast<const char*>(buf), static_cast<size_t>(len));
   std::free(buf);
   d.ok = true;
   d.uid = uid;

@@ -50,7 +50,8 @@ size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
 std::string first_line(const std::string& s) {
   const size_t nl = s.find('\n');
   std::string l = s.substr(0, std::min<size_t>(nl, 200));
-  while (!l.empty() && (l.back() == '\r' || l.back() == ' ')) l.pop_back();
+  while (!l.empty() && (l.back() == '\r' || l.back() == ' '))
+    l.pop_back();
   return l;
 }
 

@@ -7,7 +7,9 @@ namespace triage::agent {
 PeriodicThread::PeriodicThread(std::string name, int64_t interval_ms, std::function<void()> fn)
     : name_(std::move(name)), interval_ms_(interval_ms), fn_(std::move(fn)) {}
 
-PeriodicThread::~PeriodicThread() { stop(); }
+PeriodicThread::~PeriodicThread() {
+  stop();
+}
 
 void PeriodicThread::start() {
   thread_ = std::thread([this] {

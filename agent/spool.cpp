@@ -41,7 +41,8 @@ std::vector<std::string> list_names(int dirfd) {
 // "00000042.jsonl" -> 42; "4242.jsonl" -> 4242.
 std::optional<uint64_t> numbered(const std::string& name) {
   static constexpr std::string_view kExt = ".jsonl";
-  if (name.size() <= kExt.size() || name.compare(name.size() - kExt.size(), kExt.size(), kExt) != 0) {
+  if (name.size() <= kExt.size() ||
+      name.compare(name.size() - kExt.size(), kExt.size(), kExt) != 0) {
     return std::nullopt;
   }
   return parse_uint(std::string_view(name).substr(0, name.size() - kExt.size()));
@@ -53,7 +54,9 @@ std::string segment_name(uint64_t n) {
   return s + ".jsonl";
 }
 
-std::string job_name(uint64_t job_id) { return std::to_string(job_id) + ".jsonl"; }
+std::string job_name(uint64_t job_id) {
+  return std::to_string(job_id) + ".jsonl";
+}
 
 UniqueFd ensure_dir_at(int parent, const std::string& name) {
   if (::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -198,8 +201,8 @@ bool Spool::append_line_block(int dirfd, const std::string& name, UniqueFd* keep
   int fd = keep_open != nullptr ? keep_open->get() : -1;
   bool created = false;
   if (fd < 0) {
-    fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
+    fd =
+        ::openat(dirfd, name.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
       fail("open " + name, errno);
       return false;
@@ -298,14 +301,16 @@ size_t Spool::expire_event_segments(int64_t cutoff_usec) {
     if (!n || *n == segment_number_) continue;
     struct stat st {};
     if (::fstatat(events_dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000 + st.st_mtim.tv_nsec / 1000;
+    const int64_t mtime =
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000 + st.st_mtim.tv_nsec / 1000;
     if (mtime < cutoff_usec && ::unlinkat(events_dir_.get(), name.c_str(), 0) == 0) ++removed;
   }
   return removed;
 }
 
 bool Spool::remove_job(uint64_t job_id) {
-  if (::unlinkat(jobs_dir_.get(), job_name(job_id).c_str(), 0) != 0 && errno != ENOENT) return false;
+  if (::unlinkat(jobs_dir_.get(), job_name(job_id).c_str(), 0) != 0 && errno != ENOENT)
+    return false;
   return true;
 }
 
@@ -319,7 +324,8 @@ std::vector<Spool::JobFile> Spool::list_jobs() const {
         !S_ISREG(st.st_mode)) {
       continue;
     }
-    out.push_back({*id, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000 + st.st_mtim.tv_nsec / 1000,
+    out.push_back({*id,
+                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000 + st.st_mtim.tv_nsec / 1000,
                    st.st_size});
   }
   std::sort(out.begin(), out.end(), [](const JobFile& a, const JobFile& b) {

@@ -4,7 +4,8 @@
 //   <dir>/events/<NNNNNNNN>.jsonl   node events and the kernel-log position they cover
 //       {"r":"ev","e":<KernelEvent>}      an event; a later line with the same id supersedes it
 //       {"r":"pos","p":"<cursor>"}        where the kernel source resumes after a restart
-//   <dir>/jobs/<jobid>.jsonl        one job's records (read on demand): lifecycle messages and analysis results
+//   <dir>/jobs/<jobid>.jsonl        one job's records (read on demand): lifecycle messages and
+//   analysis results
 //       {"r":"msg","m":<message>,"peer_uid":N}   job_start / task_start / task_exit / job_end
 //       {"r":"analysis", ...}                    the root-owned summary of the analysis
 //

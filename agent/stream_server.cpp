@@ -40,7 +40,9 @@ std::string describe_peer(const sockaddr_storage& ss) {
 StreamServer::StreamServer(EventLoop& loop, Options options, OnInput on_input)
     : loop_(loop), options_(std::move(options)), on_input_(std::move(on_input)) {}
 
-StreamServer::~StreamServer() { stop(); }
+StreamServer::~StreamServer() {
+  stop();
+}
 
 void StreamServer::serve(UniqueFd listening) {
   listen_ = std::move(listening);
@@ -57,8 +59,10 @@ void StreamServer::stop() {
   }
   if (sweep_timer_ != 0) loop_.cancel(sweep_timer_);
   std::vector<uint64_t> ids;
-  for (const auto& [id, c] : conns_) ids.push_back(id);
-  for (uint64_t id : ids) close_conn(id);
+  for (const auto& [id, c] : conns_)
+    ids.push_back(id);
+  for (uint64_t id : ids)
+    close_conn(id);
 }
 
 void StreamServer::on_accept() {

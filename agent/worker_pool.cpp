@@ -26,7 +26,9 @@ WorkerPool::WorkerPool(size_t threads) {
   }
 }
 
-WorkerPool::~WorkerPool() { stop(); }
+WorkerPool::~WorkerPool() {
+  stop();
+}
 
 bool WorkerPool::submit(std::function<void()> task) {
   {

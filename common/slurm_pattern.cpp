@@ -18,21 +18,31 @@ std::string padded(uint64_t v, size_t width) {
 // The value of one token, or nullopt when `c` is not a token letter.
 std::optional<std::string> token_value(char c, size_t width, const SlurmPatternContext& ctx) {
   switch (c) {
-    case 'A': return padded(ctx.array_job_id.value_or(ctx.job_id), width);
-    case 'a': return padded(ctx.array_task_id.value_or(kSlurmNoVal), width);
-    case 'j': return padded(ctx.job_id, width);
+    case 'A':
+      return padded(ctx.array_job_id.value_or(ctx.job_id), width);
+    case 'a':
+      return padded(ctx.array_task_id.value_or(kSlurmNoVal), width);
+    case 'j':
+      return padded(ctx.job_id, width);
     case 'J': {
       std::string s = padded(ctx.job_id, width);
       if (!ctx.step.empty()) s += "." + ctx.step;
       return s;
     }
-    case 'n': return padded(ctx.node_id, width);
-    case 't': return padded(ctx.task_id, width);
-    case 'N': return ctx.node;
-    case 's': return ctx.step.empty() ? std::string("batch") : ctx.step;
-    case 'u': return ctx.user;
-    case 'x': return ctx.job_name;
-    default: return std::nullopt;
+    case 'n':
+      return padded(ctx.node_id, width);
+    case 't':
+      return padded(ctx.task_id, width);
+    case 'N':
+      return ctx.node;
+    case 's':
+      return ctx.step.empty() ? std::string("batch") : ctx.step;
+    case 'u':
+      return ctx.user;
+    case 'x':
+      return ctx.job_name;
+    default:
+      return std::nullopt;
   }
 }
 

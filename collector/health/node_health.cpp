@@ -49,7 +49,8 @@ class Findings {
       if (a.second->level != b.second->level) return a.second->level > b.second->level;
       return a.second->order < b.second->order;
     });
-    for (const auto& [reason, f] : sorted) v.reasons.push_back({reason, f->action, f->ids});
+    for (const auto& [reason, f] : sorted)
+      v.reasons.push_back({reason, f->action, f->ids});
     v.verdict = worst == kDrain ? "drain-recommended" : worst == kDegraded ? "degraded" : "healthy";
     return v;
   }
@@ -91,16 +92,16 @@ void apply_tally(Findings& f, const Tally& t, uint64_t degraded_at, uint64_t dra
     action = "investigate";
   }
   if (level == 0) return;
-  for (const auto& id : t.ids) f.add(level, reason, action, id);
+  for (const auto& id : t.ids)
+    f.add(level, reason, action, id);
 }
 
 }  // namespace
 
 bool is_gpu_wchan(const std::string& wchan, const HealthPolicy& policy) {
-  return std::any_of(policy.gpu_wchan_markers.begin(), policy.gpu_wchan_markers.end(),
-                     [&](const std::string& m) {
-                       return !m.empty() && wchan.find(m) != std::string::npos;
-                     });
+  return std::any_of(
+      policy.gpu_wchan_markers.begin(), policy.gpu_wchan_markers.end(),
+      [&](const std::string& m) { return !m.empty() && wchan.find(m) != std::string::npos; });
 }
 
 int verdict_rank(const std::string& verdict) {
@@ -112,7 +113,9 @@ int verdict_rank(const std::string& verdict) {
 NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& policy) {
   Findings f;
   Tally resets, ring_timeouts, hung_tasks, correctable, pcie_nonfatal;
-  std::vector<std::string> dstate_event_ids;
+  // The agent's own pile-up events: evidence for the live D-state reason, or reasons of their own
+  // when there is no live sample to judge from.
+  std::vector<const KernelEvent*> pileups;
   const int64_t window_start = in.now_usec - policy.window_usec;
 
   if (in.events != nullptr) {
@@ -122,12 +125,15 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
       const int64_t last = std::max(e.last_usec, e.time_usec);
       const bool recent = last == 0 || last >= window_start;
       if (e.action == "none") continue;  // the catalog says this is not the node's fault
+      if (e.kind == "dstate-pileup") {
+        pileups.push_back(&e);
+        continue;
+      }
       if (e.action == "drain") {
         f.add(kDrain, describe(e), "drain", e.id);
         continue;
       }
       if (e.action == "reboot-at-job-boundary") {
-        if (e.kind == "dstate-pileup") dstate_event_ids.push_back(e.id);
         f.add(kDrain, describe(e), "reboot-at-job-boundary", e.id);
         continue;
       }
@@ -150,8 +156,6 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
         hung_tasks.add(e);
       } else if (e.kind == "gpu-ras-correctable") {
         correctable.add(e);
-      } else if (e.kind == "dstate-pileup") {
-        dstate_event_ids.push_back(e.id);
       } else if (e.kind == "nvidia-xid" || e.kind == "stuck-sysfs-read" ||
                  e.kind == "gpu-driver-oops" || e.kind == "gpu-hardware-error" ||
                  e.kind == "soft-lockup" || e.kind == "rcu-stall" || e.kind == "mce" ||
@@ -192,9 +196,21 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
                                  " task(s) stuck in D state in GPU driver paths (" + where +
                                  "); they cannot be killed, only a reboot clears them";
       f.add(kDrain, reason, "reboot-at-job-boundary");
-      for (const auto& id : dstate_event_ids) f.add(kDrain, reason, "reboot-at-job-boundary", id);
+      for (const KernelEvent* e : pileups) {
+        if (e->action == "reboot-at-job-boundary")
+          f.add(kDrain, reason, "reboot-at-job-boundary", e->id);
+      }
     } else if (policy.dstate_degraded > 0 && any >= policy.dstate_degraded) {
-      f.add(kDegraded, std::to_string(any) + " task(s) stuck in D state", "investigate");
+      const std::string reason = std::to_string(any) + " task(s) stuck in D state";
+      f.add(kDegraded, reason, "investigate");
+      for (const KernelEvent* e : pileups)
+        f.add(kDegraded, reason, "investigate", e->id);
+    }
+  } else {
+    for (const KernelEvent* e : pileups) {
+      const bool reboot = e->action == "reboot-at-job-boundary";
+      f.add(reboot ? kDrain : kDegraded, describe(*e),
+            reboot ? "reboot-at-job-boundary" : "investigate", e->id);
     }
   }
   if (in.stuck_sysfs_reads > 0) {

@@ -140,14 +140,15 @@ GuardedReader::EachReport GuardedReader::run_each(size_t count,
                                                   std::function<void(Reads&, size_t)> fn) {
   EachReport report;
   const int64_t timeout_usec = static_cast<int64_t>(options_.read_timeout.count()) * 1000;
-  const auto poll = std::chrono::milliseconds(
-      std::clamp<int64_t>(options_.read_timeout.count() / 10, 5, 100));
+  const auto poll =
+      std::chrono::milliseconds(std::clamp<int64_t>(options_.read_timeout.count() / 10, 5, 100));
   size_t start = 0;
   while (start < count) {
     {
       std::lock_guard<std::mutex> l(shared_->mu);
       if (shared_->abandoned_alive >= options_.max_stuck) {
-        for (size_t i = start; i < count; ++i) report.not_reached.push_back(i);
+        for (size_t i = start; i < count; ++i)
+          report.not_reached.push_back(i);
         return report;
       }
     }
@@ -203,7 +204,8 @@ std::vector<StuckRead> GuardedReader::stuck_reads() const {
   std::lock_guard<std::mutex> l(shared_->mu);
   std::vector<StuckRead> out;
   out.reserve(shared_->stuck.size());
-  for (const auto& [path, since] : shared_->stuck) out.push_back({path, since});
+  for (const auto& [path, since] : shared_->stuck)
+    out.push_back({path, since});
   return out;
 }
 

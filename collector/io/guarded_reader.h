@@ -63,9 +63,9 @@ class GuardedReader {
   };
 
   struct EachReport {
-    size_t completed = 0;               // items whose work ran to the end
-    std::vector<size_t> stuck;          // items during which a read got stuck (in this call)
-    std::vector<size_t> not_reached;    // items never attempted: too many stuck readers
+    size_t completed = 0;             // items whose work ran to the end
+    std::vector<size_t> stuck;        // items during which a read got stuck (in this call)
+    std::vector<size_t> not_reached;  // items never attempted: too many stuck readers
   };
 
   explicit GuardedReader(Options options);

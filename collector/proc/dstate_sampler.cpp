@@ -41,7 +41,8 @@ std::optional<uint64_t> job_id_from_cgroup(std::string_view text) {
   while ((pos = text.find("job_", pos)) != std::string_view::npos) {
     const bool at_component = pos == 0 || text[pos - 1] == '/';
     size_t end = pos + 4;
-    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9')
+      ++end;
     const bool whole = end == text.size() || text[end] == '/' || text[end] == '\n';
     if (at_component && whole && end > pos + 4) {
       if (auto id = parse_uint(text.substr(pos + 4, end - pos - 4))) return id;
@@ -123,7 +124,8 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
         using Status = GuardedReader::Reads::Status;
         const int64_t pid = (*pid_list)[i];
         const std::string dir = std::to_string(pid);
-        const auto stat = reads.read_at(proc->get(), dir + "/stat", root + "/" + dir + "/stat", 4096);
+        const auto stat =
+            reads.read_at(proc->get(), dir + "/stat", root + "/" + dir + "/stat", 4096);
         if (stat.status == Status::kAbandoned) return;
         if (stat.status == Status::kSkipped) {
           std::lock_guard<std::mutex> l(collected->mu);
@@ -141,6 +143,7 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
           const auto wchan =
               reads.read_at(proc->get(), dir + "/wchan", root + "/" + dir + "/wchan", 256);
           if (wchan.status == Status::kAbandoned) return;
+          bool partial = wchan.status == Status::kSkipped;
           if (wchan.status == Status::kOk) {
             task.wchan = std::string(trim(wchan.data));
             if (task.wchan == "0") task.wchan.clear();
@@ -148,7 +151,13 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
           const auto cgroup =
               reads.read_at(proc->get(), dir + "/cgroup", root + "/" + dir + "/cgroup", 8192);
           if (cgroup.status == Status::kAbandoned) return;
+          partial = partial || cgroup.status == Status::kSkipped;
           if (cgroup.status == Status::kOk) task.job_id = job_id_from_cgroup(cgroup.data);
+          if (partial) {
+            // In D for sure (stat said so), but part of it is behind a hung reader.
+            std::lock_guard<std::mutex> l(collected->mu);
+            collected->skipped.push_back(pid);
+          }
         }
         std::lock_guard<std::mutex> l(collected->mu);
         ++collected->processes;
@@ -181,8 +190,10 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
     out.tasks = collected->tasks;
     out.skipped_pids = collected->skipped;
   }
-  for (size_t i : report.stuck) out.stuck_pids.push_back(pids[i]);
-  for (size_t i : report.not_reached) out.skipped_pids.push_back(pids[i]);
+  for (size_t i : report.stuck)
+    out.stuck_pids.push_back(pids[i]);
+  for (size_t i : report.not_reached)
+    out.skipped_pids.push_back(pids[i]);
   std::sort(out.skipped_pids.begin(), out.skipped_pids.end());
 
   // History: a task keeps its first-seen time while it stays in D; tasks we could not read this

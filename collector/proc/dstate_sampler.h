@@ -33,7 +33,7 @@ struct DStateTask {
 
 struct DStateSample {
   int64_t time_usec = 0;
-  uint64_t processes = 0;  // processes whose state could be read
+  uint64_t processes = 0;         // processes whose state could be read
   std::vector<DStateTask> tasks;  // tasks in D, by pid
   uint64_t persistent = 0;
   std::map<std::string, uint64_t> by_wchan;  // all D tasks

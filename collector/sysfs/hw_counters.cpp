@@ -109,10 +109,12 @@ std::vector<Item> discover(const std::string& root) {
     if (!addr.empty()) gpu_devices.insert(addr);
     for (const std::string& f : list_dir(dev + "/ras")) {
       static constexpr std::string_view kSuffix = "_err_count";
-      if (f.size() <= kSuffix.size() || f.compare(f.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      if (f.size() <= kSuffix.size() ||
+          f.compare(f.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
         continue;
       }
-      items.push_back({true, dev + "/ras/" + f, card, addr, f.substr(0, f.size() - kSuffix.size())});
+      items.push_back(
+          {true, dev + "/ras/" + f, card, addr, f.substr(0, f.size() - kSuffix.size())});
     }
     for (const char* sev : kAerSeverities) {
       const std::string p = dev + "/aer_dev_" + sev;
@@ -175,7 +177,8 @@ SysfsSnapshot HwCounterReader::read() {
         snap.errors.push_back(item.path + ": expected 'ue: N' and 'ce: N' lines");
         continue;
       }
-      snap.ras.push_back({item.card, item.device, item.name, counts->first, counts->second, item.path});
+      snap.ras.push_back(
+          {item.card, item.device, item.name, counts->first, counts->second, item.path});
     } else {
       const auto total = parse_aer_total(text);
       if (!total) {
@@ -187,7 +190,8 @@ SysfsSnapshot HwCounterReader::read() {
   }
   snap.errors.insert(snap.errors.end(), results->errors.begin(), results->errors.end());
   snap.skipped = results->skipped;
-  for (size_t i : report.not_reached) snap.skipped.push_back((*items)[i].path);
+  for (size_t i : report.not_reached)
+    snap.skipped.push_back((*items)[i].path);
   snap.stuck = reader_.stuck_reads();
   return snap;
 }

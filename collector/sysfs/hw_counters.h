@@ -38,9 +38,9 @@ struct SysfsSnapshot {
   int64_t time_usec = 0;
   std::vector<RasCounter> ras;
   std::vector<AerCounter> aer;
-  std::vector<StuckRead> stuck;         // reads that have not returned (this snapshot or before)
-  std::vector<std::string> skipped;     // files not read because a reader is stuck on them
-  std::vector<std::string> errors;      // "path: problem" for unreadable or malformed files
+  std::vector<StuckRead> stuck;      // reads that have not returned (this snapshot or before)
+  std::vector<std::string> skipped;  // files not read because a reader is stuck on them
+  std::vector<std::string> errors;   // "path: problem" for unreadable or malformed files
 };
 
 // Parses "ue: 0\nce: 3\n" (extra lines such as "de: 0" are ignored). nullopt if neither is there.
