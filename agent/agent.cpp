@@ -302,7 +302,7 @@ void Agent::run_in_background() {
 }
 
 void Agent::stop() {
-  if (!started_) return;
+  if (!started_.exchange(false)) return;
   notify("STOPPING=1");
   loop_.post([this] {
     if (socket_) socket_->stop();
@@ -310,7 +310,6 @@ void Agent::stop() {
     analyses_.kill_all();
   });
   loop_.stop();
-  started_ = false;
 }
 
 void Agent::notify(const std::string& state) {

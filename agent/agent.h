@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -196,7 +197,7 @@ class Agent {
   } stats_;
 
   std::thread loop_thread_;
-  bool started_ = false;
+  std::atomic<bool> started_{false};
 };
 
 }  // namespace triage::agent

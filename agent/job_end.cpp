@@ -65,6 +65,7 @@ JobFacts facts_from_epilog(const JobRecord& job, const std::string& self) {
   if (f.user.empty()) f.user = user_name(f.uid);
   f.name = str_field(m, "job_name");
   f.state = str_field(m, "state");
+  f.partition = str_field(m, "partition");
   f.wait_status = int_field<int>(m, "wait_status");
   f.derived_wait_status = int_field<int>(m, "derived_wait_status");
   f.work_dir = str_field(m, "work_dir");

@@ -41,6 +41,14 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
   if (m.job_id == 0) r.fail("job_id", "missing or zero");
   (void)r.str("host");
   (void)r.i64("time_usec");
+  if (const auto mode = r.str("mode")) {
+    if (*mode != "off" && *mode != "basic" && *mode != "full") {
+      r.fail("mode", "expected off, basic or full");
+    }
+  }
+  for (const char* k : {"uid", "gid"}) {
+    if (const auto v = r.u64(k); v && *v > UINT32_MAX) r.fail(k, "out of range");
+  }
   if (m.op == "task_start" || m.op == "task_exit") {
     require(r, "pid");
     (void)r.i64("pid");
@@ -53,18 +61,9 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
       if (ws && (*ws < INT32_MIN || *ws > INT32_MAX)) r.fail("wait_status", "out of range");
     }
   } else {
-    const auto uid = r.u64("uid");
-    const auto gid = r.u64("gid");
-    if (uid && *uid > UINT32_MAX) r.fail("uid", "out of range");
-    if (gid && *gid > UINT32_MAX) r.fail("gid", "out of range");
-    if (const auto mode = r.str("mode")) {
-      if (*mode != "off" && *mode != "basic" && *mode != "full") {
-        r.fail("mode", "expected off, basic or full");
-      }
-    }
     if (const auto nl = r.str("nodelist")) (void)expand_hostlist(*nl, m.op + ".nodelist");
     for (const char* k : {"work_dir", "stdout_pattern", "stderr_pattern", "job_name", "user",
-                          "batch_host", "state"}) {
+                          "batch_host", "state", "partition"}) {
       (void)r.str(k);
     }
     for (const char* k : {"wait_status", "derived_wait_status"}) {
@@ -112,6 +111,10 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     task.pid = r.i64("pid").value_or(task.pid);
     task.host = r.str("host").value_or(task.host);
     if (step == "batch") j.batch_here = true;
+    // The plugin's task messages carry the job owner too (a missed job_start loses nothing).
+    if (const auto v = r.u64("uid"); v && !j.uid && *v <= UINT32_MAX)
+      j.uid = static_cast<uint32_t>(*v);
+    if (const auto v = r.str("mode"); v && !v->empty() && j.mode.empty()) j.mode = *v;
     if (msg.op == "task_start") {
       task.start_usec = t;
     } else {

@@ -105,3 +105,18 @@ TEST(AgentConfig, TheShippedExampleCoversEveryKeyWithItsDefault) {
 
 }  // namespace
 }  // namespace triage::agent
+
+namespace triage::agent {
+namespace {
+
+TEST(AgentConfig, TheAdminGuideDocumentsEveryKey) {
+  const std::string guide = testing::read_file(std::string(SOURCE_DIR) + "/docs/agent.md");
+  ASSERT_FALSE(guide.empty());
+  for (const ConfigKeySpec& s : agent_config_specs()) {
+    EXPECT_NE(guide.find("`" + s.name + "`"), std::string::npos)
+        << s.name << " is missing from docs/agent.md";
+  }
+}
+
+}  // namespace
+}  // namespace triage::agent

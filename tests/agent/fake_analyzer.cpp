@@ -42,10 +42,12 @@ int main(int argc, char** argv) {
   if (getcwd(cwd, sizeof cwd) != nullptr) record["cwd"] = cwd;
   const std::string path =
       work_dir + "/analyzer-" + std::to_string(job_id) + "-" + std::to_string(getpid()) + ".json";
-  if (FILE* f = std::fopen(path.c_str(), "w")) {
+  // Written whole, then renamed, so that the test never reads half a record.
+  if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
     const std::string text = record.dump();
     std::fwrite(text.data(), 1, text.size(), f);
     std::fclose(f);
+    std::rename((path + ".tmp").c_str(), path.c_str());
   } else {
     std::cerr << "fake analyzer: cannot write " << path << "\n";
     return 3;

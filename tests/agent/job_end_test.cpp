@@ -33,7 +33,8 @@ std::vector<nlohmann::json> analyzer_records(const std::string& dir, uint64_t jo
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("analyzer-" + std::to_string(job) + "-", 0) == 0) {
+    if (name.rfind("analyzer-" + std::to_string(job) + "-", 0) == 0 &&
+        entry.path().extension() == ".json") {
       out.push_back(nlohmann::json::parse(read_file(entry.path().string()), nullptr, false));
     }
   }
