@@ -50,7 +50,11 @@ std::optional<uint64_t> JsonObjectReader::u64(const char* key) const {
   const auto* m = member(key);
   if (m == nullptr) return std::nullopt;
   if (m->is_number_unsigned()) return m->get<uint64_t>();
-  if (m->is_number_integer()) fail(key, "expected a non-negative integer");
+  // Documents built in memory hold small numbers as signed integers.
+  if (m->is_number_integer()) {
+    if (m->get<int64_t>() >= 0) return static_cast<uint64_t>(m->get<int64_t>());
+    fail(key, "expected a non-negative integer");
+  }
   fail(key, "expected an integer");
 }
 

@@ -1,0 +1,46 @@
+// Which of the node's events belong to a job:
+//   1. the kernel named the job: the event's cgroup path holds job_<id> (an OOM kill's
+//      task_memcg), so it is that job's and no other's;
+//   2. the event names a pid the plugin registered for one of the job's tasks, while that task ran;
+//   3. a node-wide event (a GPU UE, an Xid, a ring timeout, a stuck sysfs read...) that names no
+//      job and no registered process belongs to every job on the node at the time (from the job's
+//      start to its end plus a grace period).
+// An OOM kill that names neither a job nor a registered pid belongs to nobody: it was some other
+// process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "agent/job_table.h"
+#include "common/model.h"
+
+namespace triage::agent {
+
+struct AttributionWindow {
+  int64_t start_usec = 0;  // 0: unknown
+  int64_t end_usec = 0;    // 0: still running
+};
+
+struct AttributionOptions {
+  int64_t grace_usec = 60LL * 1000000;
+  int64_t now_usec = 0;
+};
+
+// The job's window on this node: its first start message to its end, widened by `hint` (times
+// slurmctld gave the leader) when the node saw less.
+AttributionWindow job_window(const JobRecord& job, const AttributionWindow& hint = {});
+
+// The job a registered pid belonged to at `time_usec`, if any.
+std::optional<uint64_t> job_of_pid(const JobTable& jobs, int64_t pid, int64_t time_usec,
+                                   int64_t grace_usec);
+
+bool belongs_to_job(const KernelEvent& e, const JobRecord& job, const AttributionWindow& window,
+                    const JobTable& jobs, const AttributionOptions& options);
+
+std::vector<KernelEvent> events_for_job(const std::vector<KernelEvent>& events,
+                                        const JobRecord& job, const AttributionWindow& window,
+                                        const JobTable& jobs, const AttributionOptions& options);
+
+}  // namespace triage::agent

@@ -1,0 +1,46 @@
+// The decisions of the job-end hand-over, as plain functions: which node runs the analysis, what
+// the job's facts are when slurmctld cannot be asked, which file the analyzer is pointed at, where
+// the report goes, and what is kept of the result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/analysis_runner.h"
+#include "agent/job_table.h"
+#include "common/model.h"
+
+namespace triage::agent {
+
+// The batch host runs the analysis (it saw the batch step, or the epilog named it); when nobody
+// knows the batch host, the first node of the job's list does.
+bool is_analysis_leader(const JobRecord& job, const std::string& self);
+
+// The job's facts from what the epilog sent (source "epilog"). The raw StdOut pattern is expanded
+// the way slurmstepd expands it for the batch step.
+JobFacts facts_from_epilog(const JobRecord& job, const std::string& self);
+
+// slurmctld's facts completed with what only the epilog knows (the --triage mode, the raw
+// pattern) and what slurmctld may have left out.
+JobFacts merge_facts(JobFacts from_ctld, const JobFacts& from_epilog);
+
+// What the analyzer is pointed at: the expanded StdOut file; failing that the work dir; failing
+// that the job id.
+std::string analysis_target(const JobFacts& facts);
+
+// The admin's ReportPath pattern expanded for this job ("" when not configured).
+std::string expand_report_path(const std::string& pattern, const JobFacts& facts);
+
+std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::string& mode,
+                                       const std::string& target);
+
+// The root-owned summary kept in the spool: {"r":"analysis", ...}.
+nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target,
+                                const AnalysisOutcome& outcome,
+                                const std::vector<std::string>& unreachable, int64_t now_usec);
+nlohmann::json skipped_summary(uint64_t job_id, const std::string& why, int64_t now_usec);
+
+}  // namespace triage::agent

@@ -1,0 +1,181 @@
+#include "agent/job_table.h"
+
+#include "common/error.h"
+#include "common/hostlist.h"
+#include "common/json_read.h"
+
+namespace triage::agent {
+
+namespace {
+
+constexpr size_t kMaxMsgId = 256;
+
+std::string step_string(const JsonObjectReader& r) {
+  const nlohmann::json* s = r.member("step");
+  if (s == nullptr || s->is_null()) return "";
+  if (s->is_string()) return s->get<std::string>();
+  if (s->is_number_integer() && s->get<int64_t>() >= 0) return std::to_string(s->get<int64_t>());
+  r.fail("step", "expected a string such as \"0\" or \"batch\"");
+}
+
+void require(const JsonObjectReader& r, const char* key) {
+  if (r.member(key) == nullptr) r.fail(key, "missing");
+}
+
+}  // namespace
+
+bool is_lifecycle_op(const std::string& op) {
+  return op == "job_start" || op == "task_start" || op == "task_exit" || op == "job_end";
+}
+
+LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
+  const JsonObjectReader top(request, "request", "");
+  LifecycleMessage m;
+  m.op = top.str("op").value_or("");
+  if (!is_lifecycle_op(m.op)) top.fail("op", "not a lifecycle message");
+  const JsonObjectReader r(request, "request", m.op);
+  m.msg_id = r.str("msg_id").value_or("");
+  if (m.msg_id.empty()) r.fail("msg_id", "missing");
+  if (m.msg_id.size() > kMaxMsgId) r.fail("msg_id", "longer than 256 bytes");
+  m.job_id = r.u64("job_id").value_or(0);
+  if (m.job_id == 0) r.fail("job_id", "missing or zero");
+  (void)r.str("host");
+  (void)r.i64("time_usec");
+  if (const auto mode = r.str("mode")) {
+    if (*mode != "off" && *mode != "basic" && *mode != "full") {
+      r.fail("mode", "expected off, basic or full");
+    }
+  }
+  for (const char* k : {"uid", "gid"}) {
+    if (const auto v = r.u64(k); v && *v > UINT32_MAX) r.fail(k, "out of range");
+  }
+  if (m.op == "task_start" || m.op == "task_exit") {
+    require(r, "pid");
+    (void)r.i64("pid");
+    (void)r.i64("task");
+    (void)r.i64("rank");
+    (void)step_string(r);
+    if (m.op == "task_exit") {
+      require(r, "wait_status");
+      const auto ws = r.i64("wait_status");
+      if (ws && (*ws < INT32_MIN || *ws > INT32_MAX)) r.fail("wait_status", "out of range");
+    }
+  } else {
+    if (const auto nl = r.str("nodelist")) (void)expand_hostlist(*nl, m.op + ".nodelist");
+    for (const char* k : {"work_dir", "stdout_pattern", "stderr_pattern", "job_name", "user",
+                          "batch_host", "state", "partition"}) {
+      (void)r.str(k);
+    }
+    for (const char* k : {"wait_status", "derived_wait_status"}) {
+      const auto v = r.i64(k);
+      if (v && (*v < INT32_MIN || *v > INT32_MAX)) r.fail(k, "out of range");
+    }
+    (void)r.u64("array_job_id");
+    (void)r.u64("array_task_id");
+  }
+  m.raw = request;
+  return m;
+}
+
+bool JobTable::has_message(uint64_t job_id, const std::string& msg_id) const {
+  const JobRecord* j = find(job_id);
+  return j != nullptr && j->msg_ids.count(msg_id) != 0;
+}
+
+JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
+  JobRecord& j = jobs_[msg.job_id];
+  j.job_id = msg.job_id;
+  j.msg_ids.insert(msg.msg_id);
+  const JsonObjectReader r(msg.raw, "spool", msg.op);
+  const int64_t t = r.i64("time_usec").value_or(now_usec);
+  j.touched_usec = std::max(j.touched_usec, t);
+  if (msg.op == "job_start" || msg.op == "job_end") {
+    if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
+    if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
+    if (const auto v = r.str("mode"); v && !v->empty()) j.mode = *v;
+    if (const auto v = r.str("nodelist"); v && !v->empty()) {
+      j.nodes = expand_hostlist(*v, msg.op + ".nodelist");
+    }
+  }
+  if (msg.op == "job_start" || msg.op == "task_start") {
+    if (j.start_usec == 0 || t < j.start_usec) j.start_usec = t;
+  }
+  if (msg.op == "task_start" || msg.op == "task_exit") {
+    const std::string step = step_string(r);
+    const int64_t task_id = r.i64("task").value_or(-1);
+    TaskExit& task = j.tasks[step + "/" + std::to_string(task_id)];
+    task.job_id = msg.job_id;
+    task.step = step;
+    task.task = task_id;
+    task.rank = r.i64("rank").value_or(task.rank);
+    task.pid = r.i64("pid").value_or(task.pid);
+    task.host = r.str("host").value_or(task.host);
+    if (step == "batch") j.batch_here = true;
+    // The plugin's task messages carry the job owner too (a missed job_start loses nothing).
+    if (const auto v = r.u64("uid"); v && !j.uid && *v <= UINT32_MAX)
+      j.uid = static_cast<uint32_t>(*v);
+    if (const auto v = r.str("mode"); v && !v->empty() && j.mode.empty()) j.mode = *v;
+    if (msg.op == "task_start") {
+      task.start_usec = t;
+    } else {
+      task.end_usec = t;
+      task.wait_status = static_cast<int>(r.i64("wait_status").value_or(0));
+      task.decode();
+    }
+  }
+  if (msg.op == "job_end") {
+    j.ended = true;
+    j.end_usec = t;
+    j.job_end = msg.raw;
+  }
+  return j;
+}
+
+void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& records,
+                       int64_t fallback_usec) {
+  for (const nlohmann::json& rec : records) {
+    const auto r = rec.find("r");
+    if (r == rec.end() || !r->is_string()) continue;
+    if (*r == "msg" && rec.contains("m")) {
+      try {
+        LifecycleMessage m = parse_lifecycle(rec.at("m"));
+        if (m.job_id != job_id) continue;
+        const auto t = rec.find("t");
+        apply(m, t != rec.end() && t->is_number_integer() ? t->get<int64_t>() : fallback_usec);
+      } catch (const std::exception&) {
+        // A record that no longer validates is skipped; the rest of the job still counts.
+      }
+    } else if (*r == "analysis") {
+      set_analysis(job_id, rec);
+    }
+  }
+}
+
+void JobTable::set_analysis(uint64_t job_id, const nlohmann::json& summary) {
+  JobRecord& j = jobs_[job_id];
+  j.job_id = job_id;
+  j.analysis = summary;
+}
+
+JobRecord* JobTable::find(uint64_t job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const JobRecord* JobTable::find(uint64_t job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::map<int64_t, uint64_t> JobTable::running_pids() const {
+  std::map<int64_t, uint64_t> out;
+  for (const auto& [id, j] : jobs_) {
+    if (j.ended) continue;
+    for (const auto& [k, t] : j.tasks) {
+      if (t.pid > 0 && !t.wait_status) out[t.pid] = id;
+    }
+  }
+  return out;
+}
+
+}  // namespace triage::agent

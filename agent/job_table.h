@@ -1,0 +1,75 @@
+// What this node knows about Slurm jobs: the lifecycle messages the SPANK plugin sent (job start,
+// task start/exit with pids and wait statuses, job end with the epilog's facts) and the summary of
+// each analysis this node ran. Messages are validated here; the agent makes them durable in the
+// spool before applying them (and before acknowledging them).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/model.h"
+
+namespace triage::agent {
+
+// A validated lifecycle message.
+struct LifecycleMessage {
+  std::string op;  // job_start | task_start | task_exit | job_end
+  std::string msg_id;
+  uint64_t job_id = 0;
+  nlohmann::json raw;  // as sent (kept in the spool and handed on as epilog facts)
+};
+
+bool is_lifecycle_op(const std::string& op);
+
+// Checks types and required fields; throws InputError naming the field ("task_exit.pid: expected
+// an integer").
+LifecycleMessage parse_lifecycle(const nlohmann::json& request);
+
+struct JobRecord {
+  uint64_t job_id = 0;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::string mode;  // off | basic | full ("" until a message said)
+  std::vector<std::string> nodes;
+  int64_t start_usec = 0;  // first job_start / task_start seen here
+  int64_t end_usec = 0;    // job_end
+  bool ended = false;
+  bool batch_here = false;                 // the batch step ran on this node
+  std::map<std::string, TaskExit> tasks;   // "<step>/<task>"
+  nlohmann::json job_end;                  // the job_end message (epilog facts)
+  std::optional<nlohmann::json> analysis;  // the analysis summary, once there is one
+  std::set<std::string> msg_ids;
+  int64_t touched_usec = 0;
+};
+
+class JobTable {
+ public:
+  bool has_message(uint64_t job_id, const std::string& msg_id) const;
+  // Applies a (durable) message. `now_usec` stands in for a missing time_usec.
+  JobRecord& apply(const LifecycleMessage& msg, int64_t now_usec);
+  // Rebuilds a job from its spool records (messages and analysis summaries). A message without a
+  // time of its own takes the time it was received ("t"), or `fallback_usec`.
+  void restore(uint64_t job_id, const std::vector<nlohmann::json>& records, int64_t fallback_usec);
+  void set_analysis(uint64_t job_id, const nlohmann::json& summary);
+
+  JobRecord* find(uint64_t job_id);
+  const JobRecord* find(uint64_t job_id) const;
+  const std::map<uint64_t, JobRecord>& jobs() const { return jobs_; }
+  void erase(uint64_t job_id) { jobs_.erase(job_id); }
+
+  // pid -> job for tasks still running (for the D-state sampler).
+  std::map<int64_t, uint64_t> running_pids() const;
+
+ private:
+  std::map<uint64_t, JobRecord> jobs_;
+};
+
+}  // namespace triage::agent

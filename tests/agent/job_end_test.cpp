@@ -1,0 +1,294 @@
+// The job-end hand-over with two agents on loopback as two nodes: the batch host gathers both
+// nodes' evidence over munge-authenticated HTTP and runs the (fake) analyzer as the job's owner.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/text.h"
+#include "common/time_util.h"
+#include "tests/agent/test_support.h"
+
+namespace triage::agent {
+namespace {
+
+using testing::AgentHarness;
+using testing::eventually;
+using testing::kNobody;
+using testing::kNogroup;
+using testing::lifecycle;
+using testing::make_event;
+using testing::metric_value;
+using testing::MungeDaemon;
+using testing::read_file;
+using testing::socket_json;
+using testing::TempDir;
+
+namespace fs = std::filesystem;
+
+std::vector<nlohmann::json> analyzer_records(const std::string& dir, uint64_t job) {
+  std::vector<nlohmann::json> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("analyzer-" + std::to_string(job) + "-", 0) == 0 &&
+        entry.path().extension() == ".json") {
+      out.push_back(nlohmann::json::parse(read_file(entry.path().string()), nullptr, false));
+    }
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> summaries(const std::string& spool, uint64_t job) {
+  std::vector<nlohmann::json> out;
+  const std::string text = read_file(spool + "/jobs/" + std::to_string(job) + ".jsonl");
+  for (std::string_view line : split(text, '\n')) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("r", "") == "analysis") out.push_back(j);
+  }
+  return out;
+}
+
+// Two nodes, node-a (the batch host) and node-b, a private munged, and a work dir the job's owner
+// (nobody) can write.
+class JobEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(munge.ok()) << "munged did not start";
+    work = scratch / "home/run";
+    testing::make_dirs(work, 0777);
+    for (AgentHarness* h : {&a, &b}) {
+      h->config.munge_socket = munge.socket();
+      h->options.peer_url = [this](const std::string& node) { return url(node); };
+    }
+  }
+  std::string url(const std::string& node) {
+    if (node == "node-a") return "http://127.0.0.1:" + std::to_string(a.port());
+    if (node == "node-b") return "http://127.0.0.1:" + std::to_string(b.port());
+    return "http://127.0.0.1:1";  // a node whose agent is down
+  }
+  void start() {
+    a.start();
+    b.start();
+  }
+  // What the plugin sends for a job on `nodes` (node-a runs the batch step).
+  void run_job(uint64_t job, const std::string& nodes, const std::string& name,
+               const std::string& mode, int64_t start_usec) {
+    const nlohmann::json facts = {{"uid", kNobody},
+                                  {"gid", kNogroup},
+                                  {"nodelist", nodes},
+                                  {"mode", mode},
+                                  {"time_usec", start_usec}};
+    for (AgentHarness* h : {&a, &b}) {
+      nlohmann::json m = facts;
+      m["host"] = h->config.node_name;
+      const nlohmann::json ack = socket_json(
+          h->socket(),
+          lifecycle("job_start", job, h->config.node_name + ":js:" + std::to_string(job), m));
+      ASSERT_EQ(ack["ok"], true) << ack.dump();
+    }
+    ASSERT_EQ(socket_json(a.socket(), lifecycle("task_start", job, "a:ts:" + std::to_string(job),
+                                                {{"step", "batch"},
+                                                 {"task", 0},
+                                                 {"pid", 1000 + job},
+                                                 {"host", "node-a"},
+                                                 {"time_usec", start_usec}}))["ok"],
+              true);
+    ASSERT_EQ(socket_json(b.socket(), lifecycle("task_start", job, "b:ts:" + std::to_string(job),
+                                                {{"step", "0"},
+                                                 {"task", 0},
+                                                 {"rank", 1},
+                                                 {"pid", 2000 + job},
+                                                 {"host", "node-b"},
+                                                 {"time_usec", start_usec}}))["ok"],
+              true);
+    ASSERT_EQ(socket_json(b.socket(), lifecycle("task_exit", job, "b:te:" + std::to_string(job),
+                                                {{"step", "0"},
+                                                 {"task", 0},
+                                                 {"rank", 1},
+                                                 {"pid", 2000 + job},
+                                                 {"host", "node-b"},
+                                                 {"wait_status", 9}}))["ok"],
+              true);
+    const nlohmann::json end = {{"uid", kNobody},
+                                {"gid", kNogroup},
+                                {"nodelist", nodes},
+                                {"mode", mode},
+                                {"wait_status", 9 << 8},
+                                {"work_dir", work},
+                                {"stdout_pattern", "outputs/%j-%x.log"},
+                                {"job_name", name}};
+    for (AgentHarness* h : {&b, &a}) {
+      nlohmann::json m = end;
+      m["host"] = h->config.node_name;
+      ASSERT_EQ(socket_json(h->socket(),
+                            lifecycle("job_end", job,
+                                      h->config.node_name + ":je:" + std::to_string(job), m))["ok"],
+                true);
+    }
+  }
+
+  TempDir scratch{"jobend"};
+  TempDir munge_dir{"munge"};
+  MungeDaemon munge{munge_dir.path()};
+  std::string work;
+  AgentHarness a{"node-a", "node-a"};
+  AgentHarness b{"node-b", "node-b"};
+};
+
+TEST_F(JobEnd, TheBatchHostRunsTheAnalysisAsTheOwnerWithEveryNodesEvidence) {
+  start();
+  const int64_t t0 = now_usec();
+  // slurmctld knows the job: its expanded StdOut is what the analyzer is pointed at.
+  JobFacts facts;
+  facts.job_id = 4242;
+  facts.name = "llama-70b";
+  facts.user = "nobody";
+  facts.uid = kNobody;
+  facts.gid = kNogroup;
+  facts.state = "FAILED";
+  facts.work_dir = work;
+  facts.stdout_path = work + "/outputs/4242-llama-70b.log";
+  facts.nodes = {"node-a", "node-b"};
+  facts.batch_host = "node-a";
+  facts.start_time = t0 / 1000000 - 5;
+  facts.end_time = t0 / 1000000 + 60;
+  a.slurm().set_job(facts);
+  // node-b's kernel killed rank 1 for the job's cgroup.
+  KernelEvent oom = make_event("boot-b:1912", "oom-kill", t0 + 1000);
+  oom.job_id = 4242;
+  oom.pid = 2000 + 4242;
+  oom.cgroup = "/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0";
+  oom.lines = {"Memory cgroup out of memory: Killed process 6242 (python3)"};
+  ASSERT_TRUE(b.agent().ingest({oom}, "b-cursor"));
+  run_job(4242, "node-a,node-b", "llama-70b", "full", t0);
+
+  std::vector<nlohmann::json> records;
+  ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 4242)).empty(); }));
+  ASSERT_EQ(records.size(), 1u);
+  const nlohmann::json& r = records[0];
+  EXPECT_EQ(r["argv"], (nlohmann::json{testing::fake_analyzer_path(), "analyze", "--evidence", "-",
+                                       "--write", "--format", "json", "--mode", "full",
+                                       work + "/outputs/4242-llama-70b.log"}));
+  EXPECT_EQ(r["uid"], kNobody);
+  EXPECT_EQ(r["euid"], kNobody);
+  EXPECT_EQ(r["gid"], kNogroup);
+  for (const auto& g : r["groups"])
+    EXPECT_NE(g.get<gid_t>(), 0u) << "root's groups were dropped";
+  EXPECT_EQ(r["cwd"], "/");
+
+  const Evidence ev = evidence_from_json(r["evidence"], "stdin");
+  EXPECT_EQ(ev.job.source, "slurmctld");
+  EXPECT_EQ(ev.job.mode, "full") << "the mode comes from the epilog";
+  EXPECT_TRUE(ev.report_path.empty()) << "no ReportPath configured: the analyzer places the report";
+  ASSERT_EQ(ev.nodes.size(), 2u);
+  EXPECT_EQ(ev.nodes[0].host, "node-a");
+  EXPECT_EQ(ev.nodes[1].host, "node-b");
+  EXPECT_TRUE(ev.nodes[1].reachable);
+  ASSERT_EQ(ev.nodes[1].events.size(), 1u);
+  EXPECT_EQ(ev.nodes[1].events[0].kind, "oom-kill");
+  ASSERT_EQ(ev.nodes[1].tasks.size(), 1u);
+  EXPECT_EQ(ev.nodes[1].tasks[0].signal, 9);
+  EXPECT_TRUE(ev.nodes[0].events.empty()) << "node-b's OOM is in node-b's cgroup, not node-a's";
+
+  // The report file was written as the owner.
+  struct stat st {};
+  ASSERT_EQ(::stat((work + "/triage-4242.md").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);
+
+  std::vector<nlohmann::json> sums;
+  ASSERT_TRUE(eventually([&] { return !(sums = summaries(a.dir() + "/spool", 4242)).empty(); }));
+  ASSERT_EQ(sums.size(), 1u);
+  EXPECT_EQ(sums[0]["result"], "ok");
+  EXPECT_EQ(sums[0]["status"], "failed");
+  EXPECT_EQ(sums[0]["primary_class"], "oom-host");
+  EXPECT_EQ(sums[0]["unreachable_nodes"].size(), 0u);
+  ASSERT_EQ(::stat((a.dir() + "/spool/jobs/4242.jsonl").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the summary stays root's";
+  EXPECT_TRUE(summaries(b.dir() + "/spool", 4242).empty()) << "only the batch host analyses";
+  EXPECT_EQ(
+      metric_value(a.agent().metrics(), R"(triage_analyses_total{host="node-a",result="ok"})"), 1);
+}
+
+TEST_F(JobEnd, WithoutTheControllerTheEpilogsPatternIsExpandedAndADeadNodeIsNamed) {
+  a.config.report_path = "/tmp/nonexistent-reports/%u/%j.md";
+  start();
+  run_job(77, "node-a,node-b,node-c", "bert", "basic", now_usec());
+  std::vector<nlohmann::json> records;
+  ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 77)).empty(); }, 20000));
+  const Evidence ev = evidence_from_json(records[0]["evidence"], "stdin");
+  EXPECT_EQ(ev.job.source, "epilog");
+  EXPECT_EQ(ev.job.stdout_path, work + "/outputs/77-bert.log");
+  EXPECT_EQ(records[0]["argv"].back(), work + "/outputs/77-bert.log");
+  EXPECT_EQ(ev.report_path, "/tmp/nonexistent-reports/nobody/77.md");
+  ASSERT_EQ(ev.nodes.size(), 3u);
+  EXPECT_EQ(ev.nodes[2].host, "node-c");
+  EXPECT_FALSE(ev.nodes[2].reachable);
+  EXPECT_FALSE(ev.nodes[2].error.empty());
+  std::vector<nlohmann::json> sums;
+  ASSERT_TRUE(eventually([&] { return !(sums = summaries(a.dir() + "/spool", 77)).empty(); }));
+  EXPECT_EQ(sums[0]["unreachable_nodes"], nlohmann::json::array({"node-c"}));
+  EXPECT_EQ(sums[0]["facts_source"], "epilog");
+}
+
+TEST_F(JobEnd, TriageOffWritesNothing) {
+  start();
+  run_job(88, "node-a,node-b", "quiet", "off", now_usec());
+  std::vector<nlohmann::json> sums;
+  ASSERT_TRUE(eventually([&] { return !(sums = summaries(a.dir() + "/spool", 88)).empty(); }));
+  EXPECT_EQ(sums[0]["result"], "skipped");
+  EXPECT_TRUE(analyzer_records(work, 88).empty());
+  EXPECT_FALSE(fs::exists(work + "/triage-88.md"));
+}
+
+TEST_F(JobEnd, AnAnalysisThatHangsIsKilledAndTheQueueMovesOn) {
+  a.config.analysis_timeout_sec = 1;
+  a.config.analysis_concurrency = 1;
+  start();
+  const int64_t t0 = now_usec();
+  run_job(91, "node-a", "hang", "basic", t0);
+  run_job(92, "node-a", "crash", "basic", t0);
+  run_job(93, "node-a", "fine", "basic", t0);
+  double most_running = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        most_running =
+            std::max(most_running,
+                     metric_value(a.agent().metrics(), R"(triage_analyses_running{host="node-a"})")
+                         .value_or(0));
+        return !summaries(a.dir() + "/spool", 93).empty();
+      },
+      20000));
+  EXPECT_LE(most_running, 1.0) << "AnalysisConcurrency=1";
+  const auto hang = summaries(a.dir() + "/spool", 91);
+  ASSERT_EQ(hang.size(), 1u);
+  EXPECT_EQ(hang[0]["result"], "timeout");
+  const auto crash = summaries(a.dir() + "/spool", 92);
+  ASSERT_EQ(crash.size(), 1u);
+  EXPECT_EQ(crash[0]["result"], "failed");
+  EXPECT_EQ(crash[0]["exit"], "exit 3");
+  EXPECT_NE(crash[0].value("error", "").find("crashing as asked"), std::string::npos);
+  EXPECT_EQ(summaries(a.dir() + "/spool", 93)[0]["result"], "ok");
+  // The hung analyzer is gone, not left behind.
+  const auto rec = analyzer_records(work, 91);
+  ASSERT_EQ(rec.size(), 1u);
+  EXPECT_EQ(socket_json(a.socket(), {{"op", "ping"}})["ok"], true);
+}
+
+TEST_F(JobEnd, AnAnalyzerThatCannotStartIsASummaryNotACrash) {
+  a.config.analyzer_path = "/nonexistent/slurm-triage";
+  start();
+  run_job(95, "node-a", "x", "basic", now_usec());
+  std::vector<nlohmann::json> sums;
+  ASSERT_TRUE(eventually([&] { return !(sums = summaries(a.dir() + "/spool", 95)).empty(); }));
+  EXPECT_EQ(sums[0]["result"], "failed");
+  EXPECT_NE(sums[0].value("error", "").find("exec /nonexistent/slurm-triage"), std::string::npos)
+      << sums[0].dump();
+}
+
+}  // namespace
+}  // namespace triage::agent

@@ -1,0 +1,105 @@
+// `slurm-triage nodes`, run as the real CLI against real agents.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "common/time_util.h"
+#include "tests/agent/test_support.h"
+
+namespace triage::agent {
+namespace {
+
+using testing::AgentHarness;
+using testing::eventually;
+using testing::make_event;
+using testing::MungeDaemon;
+using testing::TempDir;
+
+struct CliRun {
+  int status = -1;
+  std::string out;
+};
+
+CliRun run_cli(const std::string& args) {
+  CliRun r;
+  const std::string cmd = testing::cli_path() + " nodes " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr)
+    r.out += buf;
+  const int st = p != nullptr ? ::pclose(p) : -1;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(NodesCommand, TheLocalAgentsVerdictAsJsonAndTable) {
+  AgentHarness h("nodes", "gpu001");
+  h.start();
+  KernelEvent ue = make_event("boot-a:9", "gpu-ras-uncorrectable", now_usec());
+  ue.summary = "uncorrectable umc error on card0";
+  ASSERT_TRUE(h.agent().ingest({ue}, "c"));
+  ASSERT_TRUE(eventually([&] { return h.agent().verdict().verdict == "drain-recommended"; }));
+  testing::write_file(h.dir() + "/empty.conf", "");
+  const std::string common = "--config " + h.dir() + "/empty.conf --socket " + h.socket();
+  const CliRun json = run_cli(common + " --format json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["nodes"].size(), 1u);
+  EXPECT_EQ(j["nodes"][0]["host"], "gpu001");
+  EXPECT_EQ(j["nodes"][0]["verdict"]["verdict"], "drain-recommended");
+  EXPECT_EQ(j["nodes"][0]["drain"]["policy"], "recommend");
+
+  const CliRun table = run_cli(common);
+  ASSERT_EQ(table.status, 0) << table.out;
+  EXPECT_NE(table.out.find("HOST"), std::string::npos);
+  EXPECT_NE(table.out.find("gpu001"), std::string::npos);
+  EXPECT_NE(table.out.find("drain-recommended"), std::string::npos);
+  EXPECT_NE(table.out.find("uncorrectable umc error on card0"), std::string::npos);
+}
+
+TEST(NodesCommand, AListOfNodesIsAskedOverMungeHttpAndADeadOneIsNamed) {
+  TempDir munge_dir("munge");
+  MungeDaemon munge(munge_dir.path());
+  ASSERT_TRUE(munge.ok());
+  AgentHarness a("nodes-a", "gpu001");
+  AgentHarness b("nodes-b", "gpu002");
+  a.config.munge_socket = munge.socket();
+  b.config.munge_socket = munge.socket();
+  a.start();
+  b.start();
+  testing::write_file(a.dir() + "/empty.conf", "");
+  const std::string list = "127.0.0.1:" + std::to_string(a.port()) +
+                           ",127.0.0.1:" + std::to_string(b.port()) + ",127.0.0.1:1";
+  const CliRun r = run_cli("--config " + a.dir() + "/empty.conf --munge-socket " + munge.socket() +
+                           " --timeout 5 --format json --nodes " + list);
+  EXPECT_EQ(r.status, 1) << "one agent did not answer: " << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j["nodes"].size(), 3u);
+  EXPECT_EQ(j["nodes"][0]["host"], "gpu001");
+  EXPECT_EQ(j["nodes"][1]["host"], "gpu002");
+  EXPECT_EQ(j["nodes"][1]["verdict"]["verdict"], "healthy");
+  EXPECT_EQ(j["nodes"][2]["reachable"], false);
+  EXPECT_FALSE(j["nodes"][2]["error"].get<std::string>().empty());
+
+  // Without munge the agents refuse, and the CLI says so per node.
+  const CliRun bad = run_cli(
+      "--config " + a.dir() +
+      "/empty.conf --munge-socket /nonexistent.sock --nodes 127.0.0.1:" + std::to_string(a.port()));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("unreachable"), std::string::npos) << bad.out;
+}
+
+TEST(NodesCommand, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(run_cli("--format yaml").status, 2);
+  EXPECT_EQ(run_cli("--bogus").status, 2);
+  EXPECT_EQ(run_cli("--nodes 'node[1-'").status, 2);
+  const CliRun help = run_cli("--help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("--nodes HOSTLIST"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace triage::agent

@@ -1,0 +1,459 @@
+#include "tests/agent/test_support.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "agent/munge_auth.h"
+
+namespace triage::agent::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir(const std::string& tag) {
+  std::string tmpl = "/tmp/triage-" + tag + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+  ::chmod(path_.c_str(), 0755);
+}
+
+TempDir::~TempDir() {
+  if (std::getenv("TRIAGE_TEST_KEEP") != nullptr) return;  // for post-mortems
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void write_file(const std::string& path, const std::string& content, mode_t mode) {
+  make_dirs(fs::path(path).parent_path().string());
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out << content;
+  }
+  ::chmod(path.c_str(), mode);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void make_dirs(const std::string& path, mode_t mode) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  ::chmod(path.c_str(), mode);
+}
+
+MungeDaemon::MungeDaemon(const std::string& dir) {
+  socket_ = dir + "/munge.sock";
+  const std::string key = dir + "/munge.key";
+  {
+    std::ifstream rnd("/dev/urandom", std::ios::binary);
+    std::string bytes(1024, '\0');
+    rnd.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    write_file(key, bytes, 0600);
+  }
+  const std::string args[] = {"munged",
+                              "--socket=" + socket_,
+                              "--key-file=" + key,
+                              "--pid-file=" + dir + "/munged.pid",
+                              "--log-file=" + dir + "/munged.log",
+                              "--seed-file=" + dir + "/munged.seed",
+                              "--foreground"};
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    const int err = ::open((dir + "/munged.stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (err >= 0) {
+      ::dup2(err, 1);
+      ::dup2(err, 2);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp("munged", argv.data());
+    ::_exit(127);
+  }
+  const bool up = eventually(
+      [&] {
+        std::string error;
+        return ::access(socket_.c_str(), F_OK) == 0 &&
+               munge_credential(socket_, "probe", error).has_value();
+      },
+      10000);
+  if (!up) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+MungeDaemon::~MungeDaemon() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+std::optional<JobFacts> FakeSlurm::load_job(uint64_t job_id, std::string& error) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++load_job_calls_;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    error = "Invalid job id specified";
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+std::optional<SlurmNodeState> FakeSlurm::load_node(const std::string& node, std::string& error) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    error = "Invalid node name specified";
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std::string& error) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    error = "Invalid node name specified";
+    return false;
+  }
+  if (it->second.drain || it->second.down) {
+    error = "node is already drained or down";
+    return false;
+  }
+  it->second.drain = true;
+  it->second.state = "DRAINING";
+  it->second.reason = "triage: " + why;
+  drains_.emplace_back(node, why);
+  return true;
+}
+
+void FakeSlurm::set_job(JobFacts facts) {
+  std::lock_guard<std::mutex> l(mu_);
+  jobs_[facts.job_id] = std::move(facts);
+}
+
+void FakeSlurm::set_node(SlurmNodeState state) {
+  std::lock_guard<std::mutex> l(mu_);
+  nodes_[state.name] = std::move(state);
+}
+
+std::vector<std::pair<std::string, std::string>> FakeSlurm::drains() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return drains_;
+}
+
+int FakeSlurm::load_job_calls() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return load_job_calls_;
+}
+
+AgentConfig test_config(const std::string& dir, const std::string& node, const std::string& extra) {
+  make_dirs(dir + "/proc");
+  make_dirs(dir + "/sys");
+  std::string text =
+      "NodeName=" + node + "\n" + "SpoolDir=" + dir + "/spool\n" + "SocketPath=" + dir +
+      "/agent.sock\n" + "HttpAddress=127.0.0.1\nHttpPort=0\nKernelSource=none\n" +
+      "ProcRoot=" + dir + "/proc\n" + "SysfsRoot=" + dir + "/sys\n" +
+      "AnalyzerPath=" + fake_analyzer_path() + "\n" +
+      "EvidenceSettleDelay=0\nPeerFetchTimeout=5s\nDStatePersistentAfter=0\n" + extra;
+  ConfigLoad load = load_agent_config_text(text, "test.conf");
+  if (!load.errors.empty()) throw std::runtime_error(load.errors.front().what());
+  AgentConfig c = load.config;
+  c.dstate_interval_ms = 100;
+  c.sysfs_interval_ms = 100;
+  c.dstate_read_timeout_ms = 300;
+  c.sysfs_read_timeout_ms = 300;
+  return c;
+}
+
+namespace {
+
+void drop_to(uid_t uid) {
+  const gid_t gid = uid == kNobody ? kNogroup : static_cast<gid_t>(uid);
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    ::_exit(99);
+  }
+}
+
+// Reads until EOF or `stop_at_newline`, for at most 10 s.
+std::string read_answer(int fd, bool stop_at_newline) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (stop_at_newline && out.find('\n') != std::string::npos) break;
+  }
+  return out;
+}
+
+std::string unix_exchange(const std::string& path, const std::string& line) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string data = line;
+  if (data.empty() || data.back() != '\n') data += '\n';
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  std::string answer = read_answer(fd, true);
+  ::close(fd);
+  if (const size_t nl = answer.find('\n'); nl != std::string::npos) answer.resize(nl);
+  return answer;
+}
+
+std::string tcp_exchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "";
+  }
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer = read_answer(fd, false);
+  ::close(fd);
+  return answer;
+}
+
+// Runs `fn` in a child dropped to `uid` and returns what it produced.
+std::string as_child(uid_t uid, const std::function<std::string()>& fn) {
+  int p[2];
+  if (::pipe(p) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    drop_to(uid);
+    const std::string out = fn();
+    size_t off = 0;
+    while (off < out.size()) {
+      const ssize_t n = ::write(p[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  std::string out = read_answer(p[0], false);
+  ::close(p[0]);
+  ::waitpid(pid, nullptr, 0);
+  return out;
+}
+
+HttpAnswer parse_http(const std::string& raw) {
+  HttpAnswer a;
+  const size_t end = raw.find("\r\n\r\n");
+  a.head = raw.substr(0, end);
+  if (end != std::string::npos) a.body = raw.substr(end + 4);
+  if (raw.size() > 12) a.status = std::atoi(raw.substr(9, 3).c_str());
+  return a;
+}
+
+std::string get_request(const std::string& target, const std::string& auth) {
+  std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  if (!auth.empty()) req += "Authorization: " + auth + "\r\n";
+  return req + "\r\n";
+}
+
+}  // namespace
+
+std::string socket_request(const std::string& socket_path, const std::string& line,
+                           std::optional<uid_t> as_uid) {
+  if (!as_uid) return unix_exchange(socket_path, line);
+  return as_child(*as_uid, [&] { return unix_exchange(socket_path, line); });
+}
+
+nlohmann::json socket_json(const std::string& socket_path, const nlohmann::json& request,
+                           std::optional<uid_t> as_uid) {
+  const std::string answer = socket_request(socket_path, request.dump(), as_uid);
+  nlohmann::json j = nlohmann::json::parse(answer, nullptr, false);
+  if (j.is_discarded()) return {{"ok", false}, {"error", "no JSON answer: '" + answer + "'"}};
+  return j;
+}
+
+HttpAnswer http_get(int port, const std::string& target, const std::string& auth,
+                    std::optional<uid_t> as_uid, const std::string& munge_socket) {
+  if (!as_uid) return parse_http(tcp_exchange(port, get_request(target, auth)));
+  return parse_http(as_child(*as_uid, [&] {
+    std::string a = auth;
+    if (!munge_socket.empty()) {
+      std::string error;
+      const auto cred = munge_credential(munge_socket, target, error);
+      if (!cred) return std::string("HTTP/1.1 000 munge failed: ") + error;
+      a = "Munge " + *cred;
+    }
+    return tcp_exchange(port, get_request(target, a));
+  }));
+}
+
+HttpAnswer http_get_munged(int port, const std::string& target, const std::string& munge_socket,
+                           const std::string& payload) {
+  std::string error;
+  const auto cred = munge_credential(munge_socket, payload.empty() ? target : payload, error);
+  if (!cred) throw std::runtime_error(error);
+  return http_get(port, target, "Munge " + *cred);
+}
+
+void write_proc_tree(const std::string& root, const std::vector<FakeProcess>& procs,
+                     uint64_t procs_blocked) {
+  make_dirs(root);
+  write_file(root + "/stat", "cpu  1 2 3 4\nprocs_running 3\nprocs_blocked " +
+                                 std::to_string(procs_blocked) + "\n");
+  for (const FakeProcess& p : procs) {
+    const std::string dir = root + "/" + std::to_string(p.pid);
+    std::ostringstream stat;
+    stat << p.pid << " (" << p.comm << ") " << p.state << " 1 " << p.pid << " " << p.pid
+         << " 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 " << p.start_ticks
+         << " 12345678 1234 18446744073709551615\n";
+    write_file(dir + "/stat", stat.str());
+    if (p.wchan != "<fifo>") write_file(dir + "/wchan", p.wchan);
+    write_file(dir + "/cgroup", p.cgroup);
+  }
+}
+
+void write_sysfs_tree(const std::string& root, const std::vector<FakeGpu>& gpus) {
+  for (const FakeGpu& g : gpus) {
+    const std::string dev = root + "/devices/pci0000:00/" + g.address;
+    make_dirs(dev + "/ras");
+    for (const auto& [block, counts] : g.ras) {
+      write_file(
+          dev + "/ras/" + block + "_err_count",
+          "ue: " + std::to_string(counts.first) + "\nce: " + std::to_string(counts.second) + "\n");
+    }
+    for (const auto& [sev, total] : g.aer) {
+      const std::string total_name = sev == "correctable" ? "TOTAL_ERR_COR"
+                                     : sev == "fatal"     ? "TOTAL_ERR_FATAL"
+                                                          : "TOTAL_ERR_NONFATAL";
+      write_file(dev + "/aer_dev_" + sev, "RxErr 0\nBadTLP " + std::to_string(total) + "\n" +
+                                              total_name + " " + std::to_string(total) + "\n");
+    }
+    const std::string card = root + "/class/drm/card" + std::to_string(g.card);
+    make_dirs(card);
+    std::error_code ec;
+    fs::create_symlink("../../../devices/pci0000:00/" + g.address, card + "/device", ec);
+    make_dirs(root + "/class/drm/card" + std::to_string(g.card) + "-DP-1");
+    make_dirs(root + "/bus/pci/devices");
+    fs::create_symlink("../../../devices/pci0000:00/" + g.address,
+                       root + "/bus/pci/devices/" + g.address, ec);
+  }
+}
+
+std::optional<double> metric_value(const std::string& text, const std::string& series) {
+  size_t pos = 0;
+  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') {
+      return std::strtod(text.c_str() + pos + series.size() + 1, nullptr);
+    }
+    pos += series.size();
+  }
+  return std::nullopt;
+}
+
+bool eventually(const std::function<bool()>& pred, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+std::string fake_analyzer_path() {
+  return FAKE_ANALYZER_PATH;
+}
+std::string cli_path() {
+  return TRIAGE_CLI_PATH;
+}
+
+nlohmann::json lifecycle(const std::string& op, uint64_t job_id, const std::string& msg_id,
+                         nlohmann::json fields) {
+  fields["op"] = op;
+  fields["job_id"] = job_id;
+  fields["msg_id"] = msg_id;
+  return fields;
+}
+
+KernelEvent make_event(const std::string& id, const std::string& kind, int64_t time_usec,
+                       const std::string& boot_id) {
+  KernelEvent e;
+  e.id = id;
+  e.kind = kind;
+  e.severity = Severity::kError;
+  e.boot_id = boot_id;
+  e.time_usec = time_usec;
+  e.last_usec = time_usec;
+  e.lines = {"kernel: " + kind + " " + id};
+  return e;
+}
+
+AgentHarness::AgentHarness(const std::string& tag, const std::string& node,
+                           const std::string& extra)
+    : dir_(tag) {
+  config = test_config(dir_.path(), node, extra);
+  options.boot_id = "boot-a";
+  options.collectors = false;
+  auto slurm = std::make_unique<FakeSlurm>();
+  slurm_ = slurm.get();
+  slurm_owned_ = std::move(slurm);
+}
+
+AgentHarness::~AgentHarness() {
+  stop();
+}
+
+void AgentHarness::start() {
+  agent_ = std::make_unique<Agent>(config, std::move(slurm_owned_), options);
+  agent_->start();
+  agent_->run_in_background();
+}
+
+void AgentHarness::stop() {
+  if (!agent_) return;
+  agent_->stop();
+  agent_.reset();
+}
+
+}  // namespace triage::agent::testing

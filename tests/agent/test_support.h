@@ -1,0 +1,173 @@
+// Helpers for the agent's tests: temporary trees, a private munged, a scriptable SlurmClient,
+// fixture /proc and sysfs trees, and socket/HTTP clients that can run as another uid.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/config.h"
+#include "agent/slurm_client.h"
+#include "common/model.h"
+
+namespace triage::agent::testing {
+
+inline constexpr uid_t kNobody = 65534;
+inline constexpr gid_t kNogroup = 65534;
+inline constexpr uid_t kDaemon = 1;
+
+// A directory under /tmp removed at the end of the test. Mode 0755 so that processes dropped to
+// another uid (the analyzer, forked clients) can reach what is inside.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& content, mode_t mode = 0644);
+std::string read_file(const std::string& path);
+void make_dirs(const std::string& path, mode_t mode = 0755);
+
+// munged on a private socket and key, killed (by pid) when this goes away.
+class MungeDaemon {
+ public:
+  explicit MungeDaemon(const std::string& dir);
+  ~MungeDaemon();
+  MungeDaemon(const MungeDaemon&) = delete;
+  MungeDaemon& operator=(const MungeDaemon&) = delete;
+  const std::string& socket() const { return socket_; }
+  bool ok() const { return pid_ > 0; }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+// A SlurmClient whose answers the test sets; it records drains.
+class FakeSlurm : public SlurmClient {
+ public:
+  std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) override;
+  std::optional<SlurmNodeState> load_node(const std::string& node, std::string& error) override;
+  bool drain_node(const std::string& node, const std::string& why, std::string& error) override;
+
+  void set_job(JobFacts facts);
+  void set_node(SlurmNodeState state);
+  std::vector<std::pair<std::string, std::string>> drains() const;
+  int load_job_calls() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint64_t, JobFacts> jobs_;
+  std::map<std::string, SlurmNodeState> nodes_;
+  std::vector<std::pair<std::string, std::string>> drains_;
+  int load_job_calls_ = 0;
+};
+
+// A configuration rooted in `dir`: spool, socket, inbox, loopback HTTP on a free port, fixture
+// roots, fast intervals, no settle delay. `extra` is more triage.conf text.
+AgentConfig test_config(const std::string& dir, const std::string& node,
+                        const std::string& extra = "");
+
+// Sends one line on the agent's socket and returns the answer line. With `as_uid`, a forked child
+// drops to that uid (and gid) before connecting, so SO_PEERCRED sees it.
+std::string socket_request(const std::string& socket_path, const std::string& line,
+                           std::optional<uid_t> as_uid = std::nullopt);
+nlohmann::json socket_json(const std::string& socket_path, const nlohmann::json& request,
+                           std::optional<uid_t> as_uid = std::nullopt);
+
+struct HttpAnswer {
+  int status = 0;
+  std::string head;
+  std::string body;
+};
+// A raw HTTP/1.1 GET to 127.0.0.1:port. `auth` is the Authorization value ("" = none). With
+// `as_uid`, a child drops to that uid first and, when `munge_socket` is set, makes the munge
+// credential for `target` itself (so the credential carries that uid).
+HttpAnswer http_get(int port, const std::string& target, const std::string& auth = "",
+                    std::optional<uid_t> as_uid = std::nullopt,
+                    const std::string& munge_socket = "");
+// Like http_get with a credential made for `payload` by the current process.
+HttpAnswer http_get_munged(int port, const std::string& target, const std::string& munge_socket,
+                           const std::string& payload = "");
+
+// A /proc look-alike: <root>/<pid>/{stat,wchan,cgroup} and <root>/stat.
+struct FakeProcess {
+  int64_t pid = 0;
+  std::string comm = "python3";
+  char state = 'S';
+  std::string wchan = "0";
+  std::string cgroup = "0::/user.slice\n";
+  uint64_t start_ticks = 1000;
+};
+void write_proc_tree(const std::string& root, const std::vector<FakeProcess>& procs,
+                     uint64_t procs_blocked = 0);
+
+// A sysfs look-alike: class/drm/cardN/device -> ../../devices/<addr>, with ras/ and aer files.
+struct FakeGpu {
+  int card = 0;
+  std::string address = "0000:c1:00.0";
+  std::map<std::string, std::pair<uint64_t, uint64_t>> ras;  // block -> (ue, ce)
+  std::map<std::string, uint64_t> aer;                       // correctable|nonfatal|fatal -> total
+};
+void write_sysfs_tree(const std::string& root, const std::vector<FakeGpu>& gpus);
+
+// The value of one series ("name{labels}" exactly as rendered) in Prometheus text, if present.
+std::optional<double> metric_value(const std::string& text, const std::string& series);
+
+// Waits up to `ms` for `pred`; true if it became true.
+bool eventually(const std::function<bool()>& pred, int ms = 10000);
+
+// The fake analyzer program (built beside the tests).
+std::string fake_analyzer_path();
+// The slurm-triage CLI built in this tree.
+std::string cli_path();
+
+// A lifecycle message as the plugin sends it.
+nlohmann::json lifecycle(const std::string& op, uint64_t job_id, const std::string& msg_id,
+                         nlohmann::json fields = nlohmann::json::object());
+
+KernelEvent make_event(const std::string& id, const std::string& kind, int64_t time_usec,
+                       const std::string& boot_id = "boot-a");
+
+// An in-process agent in its own temporary tree. Adjust `config`/`options` before start().
+class AgentHarness {
+ public:
+  AgentHarness(const std::string& tag, const std::string& node, const std::string& extra = "");
+  ~AgentHarness();
+  AgentHarness(const AgentHarness&) = delete;
+  AgentHarness& operator=(const AgentHarness&) = delete;
+
+  void start();
+  void stop();
+  Agent& agent() { return *agent_; }
+  FakeSlurm& slurm() { return *slurm_; }
+  const std::string& dir() const { return dir_.path(); }
+  const std::string& socket() const { return config.socket_path; }
+  int port() { return agent_->http_port(); }
+
+  AgentConfig config;
+  AgentOptions options;
+
+ private:
+  TempDir dir_;
+  FakeSlurm* slurm_ = nullptr;
+  std::unique_ptr<SlurmClient> slurm_owned_;
+  std::unique_ptr<Agent> agent_;
+};
+
+}  // namespace triage::agent::testing
