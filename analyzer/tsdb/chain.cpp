@@ -63,13 +63,14 @@ void build_chain(TsdbResult& res, const Discovery& d, const TsdbRequest& req, co
     (it->kind == "cause" ? c.effects : c.symptoms).push_back(*it);
   }
   // Drop repeats of the same deviation on the same host (a spike seen by two playbooks).
-  auto dedupe = [](std::vector<Anomaly>& v) {
-    std::vector<Anomaly> out;
+  auto dedupe = [&](std::vector<Anomaly>& v) {
+    std::vector<Anomaly> out = {*c.root};
     for (const auto& a : v) {
       const bool seen = std::any_of(out.begin(), out.end(),
                                     [&](const Anomaly& b) { return b.metric == a.metric && b.host == a.host; });
       if (!seen) out.push_back(a);
     }
+    out.erase(out.begin());
     v = std::move(out);
   };
   dedupe(c.effects);

@@ -216,7 +216,8 @@ void check_guard(const TsdbRequest& req, const Discovery& d, const std::vector<s
 }
 
 bool discover(Querier& q, Scope& scope, const TsdbRequest& req, const Thresholds& th, std::optional<double> data_min,
-              std::optional<double> data_max, Discovery& d, TsdbResult& res, std::vector<QueryRecord>* sink) {
+              std::optional<double> data_max, bool own_database, Discovery& d, TsdbResult& res,
+              std::vector<QueryRecord>* sink) {
   // The window: the job's, clipped to what the TSDB holds.
   std::optional<double> lo = req.job_start;
   std::optional<double> hi = req.job_end ? req.job_end : req.failure_time;
@@ -250,7 +251,21 @@ bool discover(Querier& q, Scope& scope, const TsdbRequest& req, const Thresholds
   const std::string scoped = scope.matcher(req.hosts);
   const std::vector<std::string> name_match =
       scoped.empty() ? std::vector<std::string>{} : std::vector<std::string>{"{" + scoped + "}"};
-  const std::vector<std::string> names = q.labels("__name__", name_match, d.start, d.end, sink);
+  std::vector<std::string> names = q.labels("__name__", name_match, d.start, d.end, sink);
+  if (names.empty() && own_database && !scoped.empty() && q.failures() == 0) {
+    // Metrics, but none from the job's nodes: which nodes are there instead?
+    std::vector<std::string> others;
+    for (const auto& v : q.labels(scope.host_label(), {}, d.start, d.end, sink)) add_unique(others, v);
+    if (!others.empty()) {
+      res.metric_count = q.labels("__name__", {}, d.start, d.end, sink).size();
+      res.guard.status = "mismatch";
+      res.guard.reason = "none of the job's nodes (" + list_names(req.hosts) + ") appear in the TSDB, which holds " +
+                         list_names(others) + ": this is not the job's database";
+      res.refused = true;
+      res.notes.push_back("refusing to diagnose: " + res.guard.reason);
+      return false;
+    }
+  }
   if (names.empty()) {
     res.notes.push_back(q.failures() > 0 ? "could not list the TSDB's metrics: " + q.last_error()
                                          : "the TSDB holds no metrics between " + fmt_time(d.start) + " and " +

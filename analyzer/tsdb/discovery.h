@@ -12,10 +12,12 @@ namespace triage::tsdb {
 
 // Fills `d` and the discovery fields of `res` (hosts, window, families, scrape interval, guard).
 // `data_min`/`data_max` are what the source knows about the TSDB's extent (block metadata and
-// the head), absent for a cluster Prometheus. Returns false when there is nothing to diagnose
+// the head), absent for a cluster Prometheus. `own_database` is true for the job's own TSDB, where
+// finding only other nodes means the wrong database. Returns false when there is nothing to diagnose
 // (no metrics, no overlap with the job window, or the guard refused); the reason is in res.notes.
 bool discover(Querier& q, Scope& scope, const TsdbRequest& req, const Thresholds& th, std::optional<double> data_min,
-              std::optional<double> data_max, Discovery& d, TsdbResult& res, std::vector<QueryRecord>* sink);
+              std::optional<double> data_max, bool own_database, Discovery& d, TsdbResult& res,
+              std::vector<QueryRecord>* sink);
 
 // The guard alone, on an already built step map: compares the log's last completed step and loss
 // with the tb_* series (`losses` are real-sample losses at the step marks' times).

@@ -115,11 +115,13 @@ void build_timeline(Querier& q, const Scope& scope, const Discovery& d, const Ts
 // hold nothing usable (the caller may then try the next source).
 bool analyse_source(PromClient& client, const std::string& host_label, const TsdbRequest& req, const Thresholds& th,
                     std::optional<double> data_min, std::optional<double> data_max, bool trusted, TsdbResult& res) {
+  // Only an admin-run cluster Prometheus is trusted; every other source is the job's own TSDB.
+  const bool own_database = !trusted;
   Querier q(client);
   Scope scope(host_label, req.hosts);
   Discovery d;
   std::vector<QueryRecord> discovery_log;
-  const bool ok = discover(q, scope, req, th, data_min, data_max, d, res, &discovery_log);
+  const bool ok = discover(q, scope, req, th, data_min, data_max, own_database, d, res, &discovery_log);
   res.available = res.metric_count > 0;
   if (!ok) return res.available;
 
@@ -248,7 +250,7 @@ TsdbResult run_tsdb_analysis(const TsdbRequest& req) {
       const bool used = analyse_source(client, req.host_label, req, th, std::nullopt, std::nullopt, true, res);
       requests += client.requests();
       if (used) return finish();
-      res.notes.push_back("the cluster Prometheus at " + req.cluster_url + " had nothing for this job; trying the job's own TSDB");
+      res.notes.push_back("the cluster Prometheus at " + req.cluster_url + " was unreachable or had no series for this job; trying the job's own TSDB");
       TsdbResult fresh;
       fresh.job_dir = req.job_dir;
       fresh.triage_class = req.triage_class;

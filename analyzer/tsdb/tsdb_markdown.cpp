@@ -135,7 +135,7 @@ std::string TsdbResult::render_markdown(const MarkdownOptions& o) const {
   }
   if (!untrusted.empty()) {
     md += "Hardware verdicts above come from the job's own TSDB, which lives in a user-writable directory: confirm them "
-          "with the node's kernel log before draining " +
+          "with the node's kernel log before acting on " +
           md_inline(list_names(untrusted)) + ".\n\n";
   }
 
