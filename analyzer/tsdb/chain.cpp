@@ -22,12 +22,12 @@ const PlaybookResult* find_playbook(const TsdbResult& res, const std::string& id
 }  // namespace
 
 std::optional<double> incident_time(const TsdbRequest& req, const Discovery& d) {
-  if (req.failure_time) return req.failure_time;
+  // A hang starts at its last completed step; the job's end (a cancel) can be hours later.
   if (req.triage_class == "hang") {
     if (req.last_step_time) return req.last_step_time;
-    return d.last_step_change;
+    if (d.last_step_change) return d.last_step_change;
   }
-  return std::nullopt;
+  return req.failure_time;
 }
 
 void build_chain(TsdbResult& res, const Discovery& d, const TsdbRequest& req, const Thresholds& th) {

@@ -32,6 +32,11 @@ PlaybookResult run_heartbeat(Context& ctx) {
   } else {
     r.notes.push_back("heartbeat timeout not found in the log; assumed JAX's default of 100 s");
   }
+  if (d.end - d.start < 4 * d.scrape_s) {
+    r.verdict = "inconclusive";
+    r.summary = "The TSDB window is too short to judge the heartbeat-stop time.";
+    return r;
+  }
   const double crash = *ctx.req.failure_time;
   const double stop = std::clamp(crash - timeout, d.start + d.scrape_s, d.end);
   r.window_start = stop - 300;

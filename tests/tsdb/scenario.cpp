@@ -496,9 +496,9 @@ void Scenario::build_tsdb(const std::string& job_dir, const std::string& work_di
     write_openmetrics(om, std::max(from, start()), std::min(from + chunk, end()));
     std::string out;
     const int rc = run_program({"promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", om, prom}, &out);
+    if (rc != 0) throw std::runtime_error("promtool failed (" + std::to_string(rc) + ") on " + om + ": " + out);
     std::error_code ec;
     fs::remove(om, ec);
-    if (rc != 0) throw std::runtime_error("promtool failed (" + std::to_string(rc) + "): " + out);
   }
 }
 
