@@ -165,7 +165,8 @@ int run(int argc, char** argv) {
       } else if (a == "--scratch") {
         req.scratch_dir = value();
       } else if (a == "--playbook") {
-        for (auto part : split(value(), ',')) {
+        const std::string list = value();  // split() returns views into it
+        for (auto part : split(list, ',')) {
           const auto n = parse_int(trim(part));
           if (!n || *n < 1 || *n > 7) throw UsageError("--playbook: playbooks are numbered 1 to 7");
           req.playbooks.push_back(static_cast<int>(*n));

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/kv_config.h"
 #include "common/privilege.h"
 #include "common/safe_io.h"
 #include "tests/tsdb/tsdb_fixture.h"
@@ -191,6 +192,38 @@ TEST_F(ReportTest, RunAsRootTheCommandReadsTheJobDirectoryAsItsOwner) {
   EXPECT_TRUE(fs::is_empty(dir_ + "/scratch"));
   // Cleanup as root (the copy was made as nobody and already removed).
   for (const auto& e : fs::recursive_directory_iterator(dir_)) ::lchown(e.path().c_str(), 0, 0);
+}
+
+TEST(TsdbConfig, TriageConfKeysFillTheRequest) {
+  KvConfig conf(tsdb_config_keys());
+  const auto errs = conf.parse(
+      "PrometheusURL=http://prom.cluster:9090\nPrometheusHostLabel=instance\nTsdbQueryTimeout=2m\n"
+      "TsdbScratchDir=/var/tmp\n",
+      "triage.conf");
+  ASSERT_TRUE(errs.empty()) << errs.front().what();
+  TsdbRequest req;
+  apply_tsdb_config(conf, req);
+  EXPECT_EQ(req.cluster_url, "http://prom.cluster:9090");
+  EXPECT_EQ(req.host_label, "instance");
+  EXPECT_EQ(req.query_timeout_s, 120);
+  EXPECT_EQ(req.scratch_dir, "/var/tmp");
+  EXPECT_EQ(req.prometheus_binary, "prometheus");
+  KvConfig bad(tsdb_config_keys());
+  const auto e = bad.parse("PrometheusHostLabel=host\nTsdbScratchDir=tmp\n", "triage.conf");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].line(), 2);
+}
+
+TEST(TsdbHandOff, EachTriageClassGetsItsPlaybooksAndFullModeAddsTheHealthChecks) {
+  EXPECT_EQ(playbooks_for("hang", false), std::vector<int>{1});
+  EXPECT_EQ(playbooks_for("hang", true), (std::vector<int>{1, 5, 6, 7}));
+  EXPECT_EQ(playbooks_for("heartbeat-timeout", false), std::vector<int>{2});
+  EXPECT_EQ(playbooks_for("oom-host", false), std::vector<int>{3});
+  EXPECT_EQ(playbooks_for("node-fail", false), std::vector<int>{4});
+  EXPECT_EQ(playbooks_for("signal-kill", false), std::vector<int>{4});
+  EXPECT_EQ(playbooks_for("nccl-timeout", true), (std::vector<int>{5, 6, 7}));
+  EXPECT_EQ(playbooks_for("unknown-death", false), (std::vector<int>{3, 4}));
+  EXPECT_EQ(playbooks_for("python-exception", false), (std::vector<int>{5, 6, 7}));
 }
 
 }  // namespace
