@@ -45,7 +45,8 @@ std::string sanitize_label(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (out.size() >= 40) break;
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
     out += ok ? c : '_';
   }
   return out.empty() ? "job" : out;
@@ -76,7 +77,8 @@ std::string find_executable(const std::string& name_or_path) {
     if (d.empty()) continue;
     std::string candidate = std::string(d) + "/" + name_or_path;
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
     }
   }
@@ -93,7 +95,8 @@ LocalPrometheus::LocalPrometheus(LaunchOptions options) : options_(std::move(opt
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {
-    throw LaunchError("cannot create a scratch directory in " + parent + ": " + std::strerror(errno));
+    throw LaunchError("cannot create a scratch directory in " + parent + ": " +
+                      std::strerror(errno));
   }
   scratch_dir_ = buf.data();
   data_dir_ = scratch_dir_ + "/data";
@@ -103,7 +106,8 @@ LocalPrometheus::LocalPrometheus(LaunchOptions options) : options_(std::move(opt
     if (::mkdir(data_dir_.c_str(), 0700) != 0) throw_errno("mkdir " + data_dir_, errno);
     UniqueFd sd = open_dir(scratch_dir_, true);
     // No scrape targets: the server only answers queries about what is already on disk.
-    atomic_write_at(sd.get(), "prometheus.yml", "global:\n  scrape_interval: 1m\nscrape_configs: []\n", 0600);
+    atomic_write_at(sd.get(), "prometheus.yml",
+                    "global:\n  scrape_interval: 1m\nscrape_configs: []\n", 0600);
     ServerGuardian::Spec spec;
     spec.scratch_dir = scratch_dir_;
     spec.binary = options_.binary;
@@ -130,7 +134,9 @@ LocalPrometheus::LocalPrometheus(LaunchOptions options) : options_(std::move(opt
   }
 }
 
-LocalPrometheus::~LocalPrometheus() { stop(); }
+LocalPrometheus::~LocalPrometheus() {
+  stop();
+}
 
 void LocalPrometheus::stop() {
   if (guardian_) {
@@ -139,10 +145,16 @@ void LocalPrometheus::stop() {
   }
 }
 
-pid_t LocalPrometheus::server_pid() const { return guardian_ ? guardian_->server_pid() : -1; }
-pid_t LocalPrometheus::guardian_pid() const { return guardian_ ? guardian_->guardian_pid() : -1; }
+pid_t LocalPrometheus::server_pid() const {
+  return guardian_ ? guardian_->server_pid() : -1;
+}
+pid_t LocalPrometheus::guardian_pid() const {
+  return guardian_ ? guardian_->guardian_pid() : -1;
+}
 
-std::string LocalPrometheus::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+std::string LocalPrometheus::url() const {
+  return "http://127.0.0.1:" + std::to_string(port_);
+}
 
 std::string LocalPrometheus::log_tail(size_t max_lines) const {
   std::string text;
@@ -176,8 +188,10 @@ void LocalPrometheus::start() {
     } catch (const std::system_error& e) {
       throw LaunchError(std::string("cannot run ") + options_.binary + ": " + e.code().message());
     }
-    PromClient client(url(), PromClientOptions{std::chrono::milliseconds(500), std::chrono::milliseconds(5000)});
-    const int64_t deadline = monotonic_usec() + static_cast<int64_t>(options_.ready_timeout.count()) * 1000;
+    PromClient client(
+        url(), PromClientOptions{std::chrono::milliseconds(500), std::chrono::milliseconds(5000)});
+    const int64_t deadline =
+        monotonic_usec() + static_cast<int64_t>(options_.ready_timeout.count()) * 1000;
     bool ready = false;
     std::optional<std::string> exited;
     while (monotonic_usec() < deadline) {
@@ -195,10 +209,12 @@ void LocalPrometheus::start() {
       try {
         flags = client.flags();
       } catch (const PromError& e) {
-        throw LaunchError(std::string("the server on ") + url() + " does not answer like ours: " + e.what());
+        throw LaunchError(std::string("the server on ") + url() +
+                          " does not answer like ours: " + e.what());
       }
       if (flags["storage.tsdb.path"] != data_dir_) {
-        throw LaunchError("port " + std::to_string(port_) + " is answered by another server (storage.tsdb.path " +
+        throw LaunchError("port " + std::to_string(port_) +
+                          " is answered by another server (storage.tsdb.path " +
                           printable(flags["storage.tsdb.path"]) + "), not by ours");
       }
       startup_seconds_ = static_cast<double>(monotonic_usec() - t0) / 1e6;
@@ -209,9 +225,10 @@ void LocalPrometheus::start() {
       last_failure = "port " + std::to_string(port_) + " was taken before prometheus could bind it";
       continue;  // the guardian is ready for another start
     }
-    if (exited) throw LaunchError("prometheus exited (" + *exited + ") before it was ready:\n" + tail);
-    throw LaunchError("prometheus was not ready within " + std::to_string(options_.ready_timeout.count() / 1000) +
-                      " s:\n" + tail);
+    if (exited)
+      throw LaunchError("prometheus exited (" + *exited + ") before it was ready:\n" + tail);
+    throw LaunchError("prometheus was not ready within " +
+                      std::to_string(options_.ready_timeout.count() / 1000) + " s:\n" + tail);
   }
   throw LaunchError(last_failure);
 }

@@ -21,7 +21,8 @@ struct LaunchOptions {
   std::string binary = "/usr/bin/prometheus";
   std::string scratch_parent;  // empty: $TMPDIR, else /tmp
   std::string label = "job";   // goes into the scratch directory's name
-  std::chrono::milliseconds ready_timeout{120000};  // WAL replay of a long crashed job takes a while
+  std::chrono::milliseconds ready_timeout{
+      120000};  // WAL replay of a long crashed job takes a while
   std::chrono::milliseconds stop_grace{5000};
   // A preferred port (the job scripts use 9190): tried first, then upwards; otherwise any free
   // port. Whatever the choice, a port someone holds is never used.

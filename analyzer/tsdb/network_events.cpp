@@ -10,17 +10,21 @@ namespace triage::tsdb {
 
 std::map<std::string, double> by_host_gpu(const Scope& scope, const std::vector<Sample>& samples) {
   std::map<std::string, double> out;
-  for (const auto& s : samples) out[host_gpu(scope, s.labels)] = s.point.v;
+  for (const auto& s : samples)
+    out[host_gpu(scope, s.labels)] = s.point.v;
   return out;
 }
 
 std::map<std::string, double> by_host(const Scope& scope, const std::vector<Sample>& samples) {
   std::map<std::string, double> out;
-  for (const auto& s : samples) out[scope.host_of(s.labels)] += s.point.v;
+  for (const auto& s : samples)
+    out[scope.host_of(s.labels)] += s.point.v;
   return out;
 }
 
-std::string by_host_sum(const Scope& scope, const std::string& expr) { return by_host_agg(scope, "sum", expr); }
+std::string by_host_sum(const Scope& scope, const std::string& expr) {
+  return by_host_agg(scope, "sum", expr);
+}
 
 std::string by_host_agg(const Scope& scope, const std::string& agg, const std::string& expr) {
   return agg + " by (" + scope.host_label() + ") (" + expr + ")";
@@ -44,7 +48,8 @@ constexpr CounterSpec kCounters[] = {
 
 }  // namespace
 
-std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, std::vector<QueryRecord>* sink) {
+std::vector<NetEvent> find_network_events(Context& ctx, double from, double to,
+                                          std::vector<QueryRecord>* sink) {
   std::vector<NetEvent> out;
   const auto& d = ctx.disc;
   const auto& nt = ctx.th.network;
@@ -61,11 +66,12 @@ std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, 
     const std::string sel = ctx.scope.sel(c.metric);
     const std::string by = c.rdma ? "sum by (" + ctx.scope.host_label() + ", device, port) "
                                   : "sum by (" + ctx.scope.host_label() + ") ";
-    auto inc = ctx.q.instant(by + "(increase(" + sel + "[" + dur(len) + "])) > 0", to, sink);
+    auto inc = ctx.q.instant(cat(by, "(increase(", sel, "[", dur(len), "])) > 0"), to, sink);
     if (inc.empty()) continue;
     std::map<std::string, double> base;
     if (have_base) {
-      for (const auto& s : ctx.q.instant(by + "(rate(" + sel + "[" + dur(base_end - base_start) + "]))", base_end, sink)) {
+      for (const auto& s : ctx.q.instant(
+               cat(by, "(rate(", sel, "[", dur(base_end - base_start), "]))"), base_end, sink)) {
         base[ctx.scope.host_of(s.labels) + "|" + device_of(s.labels)] = s.point.v;
       }
     }
@@ -80,7 +86,8 @@ std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, 
       const double rate = e.amount / len;
       bool event = false;
       if (c.any_is_event) {
-        event = e.baseline * len * nt.spike_factor < e.amount;  // errors well above their usual trickle
+        event =
+            e.baseline * len * nt.spike_factor < e.amount;  // errors well above their usual trickle
       } else if (c.rdma) {
         event = rate > nt.rdma_retx_per_s && rate > nt.spike_factor * e.baseline;
       } else {
@@ -88,14 +95,17 @@ std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, 
       }
       if (!event) continue;
       // When it started: the first evaluation step with a rate above the baseline.
-      const std::string one = ctx.scope.sel_hosts(c.metric, {e.host}, c.rdma ? device_matcher(s.labels) : "");
+      const std::string one =
+          ctx.scope.sel_hosts(c.metric, {e.host}, c.rdma ? device_matcher(s.labels) : "");
       const double step = std::max(d.scrape_s, std::ceil(len / 240));
-      auto rs = ctx.q.range("sum(rate(" + one + "[" + dur(std::max(2 * d.scrape_s, 60.0)) + "]))", from, to, step,
-                            sink);
+      auto rs = ctx.q.range("sum(rate(" + one + "[" + dur(std::max(2 * d.scrape_s, 60.0)) + "]))",
+                            from, to, step, sink);
       e.time = to;
-      const double floor = std::max(e.baseline * nt.spike_factor, c.rdma || c.any_is_event ? 0.0 : nt.tcp_retrans_per_s);
+      const double floor = std::max(e.baseline * nt.spike_factor,
+                                    c.rdma || c.any_is_event ? 0.0 : nt.tcp_retrans_per_s);
       for (const auto& ser : rs) {
-        if (auto t = first_time(ser, [&](double v) { return v > floor; })) e.time = std::min(e.time, *t);
+        if (auto t = first_time(ser, [&](double v) { return v > floor; }))
+          e.time = std::min(e.time, *t);
       }
       // TCP retransmits while a checkpoint is written are NFS doing its job, not an incident.
       if (!c.rdma && d.in_checkpoint(e.time)) continue;
@@ -112,15 +122,17 @@ std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, 
       e.metric = "hw_rdma_port_state";
       e.what = "RDMA port down";
       e.time = to;
-      auto rs = ctx.q.range(ctx.scope.sel_hosts("hw_rdma_port_state", {e.host}, device_matcher(s.labels)) + " == 0",
-                            from, to, std::max(d.scrape_s, std::ceil(len / 1000)), sink);
+      auto rs = ctx.q.range(
+          ctx.scope.sel_hosts("hw_rdma_port_state", {e.host}, device_matcher(s.labels)) + " == 0",
+          from, to, std::max(d.scrape_s, std::ceil(len / 1000)), sink);
       for (const auto& ser : rs) {
         if (!ser.points.empty()) e.time = std::min(e.time, ser.points.front().t);
       }
       out.push_back(std::move(e));
     }
   }
-  std::sort(out.begin(), out.end(), [](const NetEvent& a, const NetEvent& b) { return a.time < b.time; });
+  std::sort(out.begin(), out.end(),
+            [](const NetEvent& a, const NetEvent& b) { return a.time < b.time; });
   return out;
 }
 

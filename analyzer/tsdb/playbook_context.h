@@ -61,7 +61,8 @@ struct Context {
   std::map<std::string, std::vector<Sample>> counter_cache;
 
   // increase(metric[window]) > 0 for the job's hosts at the window end, cached per metric.
-  const std::vector<Sample>& nonzero_increase(const std::string& metric, std::vector<QueryRecord>* sink);
+  const std::vector<Sample>& nonzero_increase(const std::string& metric,
+                                              std::vector<QueryRecord>* sink);
 };
 
 // A network event that can trigger an incident: a retransmit burst, ACK timeouts, retry
@@ -75,7 +76,8 @@ struct NetEvent {
   double amount = 0;    // increase within the window (port: 0)
   double baseline = 0;  // the same counter's rate before, per second
 };
-std::vector<NetEvent> find_network_events(Context& ctx, double from, double to, std::vector<QueryRecord>* sink);
+std::vector<NetEvent> find_network_events(Context& ctx, double from, double to,
+                                          std::vector<QueryRecord>* sink);
 
 // Per-series helpers.
 std::map<std::string, double> by_host_gpu(const Scope& scope, const std::vector<Sample>& samples);
@@ -94,6 +96,7 @@ PlaybookResult run_network(Context& ctx, std::vector<HardwareVerdict>& verdicts)
 PlaybookResult run_training(Context& ctx);
 
 // ---- Small statistics and formatting helpers (playbook_util.cpp) ----
+PlaybookResult new_playbook(int number, const std::string& id, const std::string& title);
 double median(std::vector<double> v);
 double quantile(std::vector<double> v, double q);
 double mad(const std::vector<double>& v);  // median absolute deviation

@@ -55,8 +55,10 @@ Level classify(const GpuThresholds& g, double power, double util, double base) {
 }
 
 std::string levels_note(const GpuThresholds& g) {
-  if (!g.has_power_levels()) return "no power levels known for this GPU model; judged against each GPU's own training power";
-  std::string s = g.model + ": idle-level ≤ " + fmt_watts(g.idle_level_max_w) + ", active ≥ " + fmt_watts(g.active_min_w);
+  if (!g.has_power_levels())
+    return "no power levels known for this GPU model; judged against each GPU's own training power";
+  std::string s = g.model + ": idle-level ≤ " + fmt_watts(g.idle_level_max_w) + ", active ≥ " +
+                  fmt_watts(g.active_min_w);
   if (std::isfinite(g.power_active_w)) s += " (training ~" + fmt_watts(g.power_active_w);
   if (std::isfinite(g.power_busy_wait_w)) s += ", busy-wait ~" + fmt_watts(g.power_busy_wait_w);
   if (std::isfinite(g.power_active_w)) s += ")";
@@ -66,10 +68,7 @@ std::string levels_note(const GpuThresholds& g) {
 }  // namespace
 
 PlaybookResult run_hang(Context& ctx) {
-  PlaybookResult r;
-  r.number = 1;
-  r.id = "hang";
-  r.title = "Hang: GPU utilisation vs. power in the hang window";
+  PlaybookResult r = new_playbook(1, "hang", "Hang: GPU utilisation vs. power in the hang window");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   auto* ev = &r.evidence;
@@ -86,7 +85,8 @@ PlaybookResult run_hang(Context& ctx) {
   r.window_end = he;
   if (he - start < 3 * d.scrape_s) {
     r.verdict = "inconclusive";
-    r.summary = "The hang window (" + fmt_time(start) + " to " + fmt_time(he) + ") is shorter than three scrapes.";
+    r.summary = "The hang window (" + fmt_time(start) + " to " + fmt_time(he) +
+                ") is shorter than three scrapes.";
     return r;
   }
   // GPUs take a moment to settle into the polling loop after the last step.
@@ -95,7 +95,8 @@ PlaybookResult run_hang(Context& ctx) {
 
   std::map<std::string, GpuState> gpus;
   if (d.has("hw_gpu_power_watts")) {
-    for (const auto& s : ctx.q.instant("avg_over_time(" + ctx.scope.sel("hw_gpu_power_watts") + "[" + w + "])", he, ev)) {
+    for (const auto& s : ctx.q.instant(
+             "avg_over_time(" + ctx.scope.sel("hw_gpu_power_watts") + "[" + w + "])", he, ev)) {
       auto& st = gpus[host_gpu(ctx.scope, s.labels)];
       st.host = ctx.scope.host_of(s.labels);
       st.gpu = gpu_of(s.labels);
@@ -103,8 +104,9 @@ PlaybookResult run_hang(Context& ctx) {
     }
     if (start - d.start >= 2 * d.scrape_s) {
       const std::string b = dur(std::min(1800.0, start - d.start));
-      for (const auto& s :
-           ctx.q.instant("quantile_over_time(0.9, " + ctx.scope.sel("hw_gpu_power_watts") + "[" + b + "])", start, ev)) {
+      for (const auto& s : ctx.q.instant(
+               "quantile_over_time(0.9, " + ctx.scope.sel("hw_gpu_power_watts") + "[" + b + "])",
+               start, ev)) {
         auto it = gpus.find(host_gpu(ctx.scope, s.labels));
         if (it != gpus.end()) it->second.base = s.point.v;
       }
@@ -112,8 +114,9 @@ PlaybookResult run_hang(Context& ctx) {
   }
   const bool have_util = d.has("ray_node_gpus_utilization");
   if (have_util) {
-    for (const auto& s :
-         ctx.q.instant("avg_over_time(" + ctx.scope.sel("ray_node_gpus_utilization") + "[" + w + "])", he, ev)) {
+    for (const auto& s : ctx.q.instant(
+             "avg_over_time(" + ctx.scope.sel("ray_node_gpus_utilization") + "[" + w + "])", he,
+             ev)) {
       const std::string key = host_gpu(ctx.scope, s.labels);
       auto it = gpus.find(key);
       if (it != gpus.end()) {
@@ -134,13 +137,15 @@ PlaybookResult run_hang(Context& ctx) {
   }
 
   // Who still reported at the end of the window: a dead node stops being scraped.
-  const std::string probe = d.has("hw_scrape_duration_seconds") ? "hw_scrape_duration_seconds" : "hw_gpu_power_watts";
+  const std::string probe =
+      d.has("hw_scrape_duration_seconds") ? "hw_scrape_duration_seconds" : "hw_gpu_power_watts";
   const double tail = std::max(3 * d.scrape_s, (he - start) / 4);
   std::map<std::string, double> reporting;
   if (d.has(probe)) {
-    reporting = by_host(ctx.scope, ctx.q.instant(by_host_sum(ctx.scope, "count_over_time(" + ctx.scope.sel(probe) + "[" +
-                                                                            dur(tail) + "])"),
-                                                 he, ev));
+    reporting = by_host(
+        ctx.scope, ctx.q.instant(by_host_sum(ctx.scope, "count_over_time(" + ctx.scope.sel(probe) +
+                                                            "[" + dur(tail) + "])"),
+                                 he, ev));
   }
 
   std::vector<std::string> dead_hosts, live_hosts;
@@ -165,7 +170,8 @@ PlaybookResult run_hang(Context& ctx) {
   // The evidence table: one row per host, GPU counts per level.
   EvidenceTable t;
   t.title = "GPU power and utilisation, " + fmt_time(start) + " to " + fmt_time(he);
-  t.columns = {"Host", "GPUs", "Power (hang)", "Utilisation (hang)", "Power before (p90)", "Reading"};
+  t.columns = {"Host",   "GPUs", "Power (hang)", "Utilisation (hang)", "Power before (p90)",
+               "Reading"};
   for (const auto& h : d.hosts) {
     auto it = per_host.find(h);
     std::vector<double> p, u, b;
@@ -196,19 +202,19 @@ PlaybookResult run_hang(Context& ctx) {
       const auto [mn, mx] = std::minmax_element(x.begin(), x.end());
       return *mn == *mx || std::abs(*mx - *mn) < 1 ? f(mean(x)) : f(*mn) + "–" + f(*mx);
     };
-    t.rows.push_back({h, std::to_string(it == per_host.end() ? 0 : it->second.size()), range_of(p, fmt_watts),
-                      range_of(u, fmt_pct), range_of(b, fmt_watts), reading});
+    t.rows.push_back({h, std::to_string(it == per_host.end() ? 0 : it->second.size()),
+                      range_of(p, fmt_watts), range_of(u, fmt_pct), range_of(b, fmt_watts),
+                      reading});
   }
   r.tables.push_back(std::move(t));
   r.notes.push_back("power levels: " + levels_note(g));
 
   auto symptom = [&](const std::string& text) {
-    Anomaly a;
-    a.time = start;
-    a.metric = "hw_gpu_power_watts";
-    a.domain = "gpu";
-    a.kind = "symptom";
-    a.text = text;
+    Anomaly a{.time = start,
+              .metric = "hw_gpu_power_watts",
+              .domain = "gpu",
+              .kind = "symptom",
+              .text = text};
     r.anomalies.push_back(a);
   };
 
@@ -216,21 +222,20 @@ PlaybookResult run_hang(Context& ctx) {
   if (!dead_hosts.empty()) {
     if (live_hosts.empty()) {
       r.verdict = "inconclusive";
-      r.summary = "No host reported GPU metrics during the hang window; the metrics pipeline itself may have died.";
+      r.summary =
+          "No host reported GPU metrics during the hang window; the metrics pipeline itself may "
+          "have died.";
       return r;
     }
     r.verdict = "node-death";
     r.hosts = dead_hosts;
-    r.summary = list_names(dead_hosts) + (dead_hosts.size() == 1 ? " stopped" : " stopped") +
-                " reporting (or drew no power) during the hang while " + std::to_string(live_hosts.size()) +
-                " other host(s) stayed up: the survivors were left waiting in a collective for the dead node(s).";
+    r.summary = list_names(dead_hosts) + " stopped" +
+                " reporting (or drew no power) during the hang while " +
+                std::to_string(live_hosts.size()) +
+                " other host(s) stayed up: the survivors were left waiting in a collective for the "
+                "dead node(s).";
     for (const auto& h : dead_hosts) {
-      Anomaly a;
-      a.host = h;
-      a.metric = probe;
-      a.domain = "node";
-      a.kind = "cause";
-      a.time = start;
+      Anomaly a{.time = start, .host = h, .metric = probe, .domain = "node", .kind = "cause"};
       double last = 0;
       if (d.has(probe)) {
         for (const auto& s : ctx.q.raw(ctx.scope.sel_hosts(probe, {h}), he, he - d.start, ev)) {
@@ -244,18 +249,22 @@ PlaybookResult run_hang(Context& ctx) {
       r.anomalies.push_back(a);
     }
     // What the dead nodes' hardware said before they went silent.
-    for (const char* m : {"hw_dmesg_gpu_errors_total", "hw_gpu_ras_umc_ue_total", "hw_gpu_ras_xgmi_ue_total",
-                          "hw_gpu_ras_gfx_ue_total", "hw_gpu_pcie_fatal_total"}) {
+    for (const char* m :
+         {"hw_dmesg_gpu_errors_total", "hw_gpu_ras_umc_ue_total", "hw_gpu_ras_xgmi_ue_total",
+          "hw_gpu_ras_gfx_ue_total", "hw_gpu_pcie_fatal_total"}) {
       for (const auto& s : ctx.nonzero_increase(m, ev)) {
         const std::string h = ctx.scope.host_of(s.labels);
         if (std::find(dead_hosts.begin(), dead_hosts.end(), h) == dead_hosts.end()) continue;
-        r.findings.push_back({"critical", std::string(m) + " rose by " + fmt(s.point.v, 0) + " on " + host_gpu(ctx.scope, s.labels) +
-                                              " during the job",
-                              {h}, std::nullopt});
+        r.findings.push_back({"critical",
+                              std::string(m) + " rose by " + fmt(s.point.v, 0) + " on " +
+                                  host_gpu(ctx.scope, s.labels) + " during the job",
+                              {h},
+                              std::nullopt});
       }
     }
-    r.next_steps.push_back("Check the dead node(s) " + list_names(dead_hosts) +
-                           ": kernel log (slurm-triage kernel), BMC/IPMI event log, and the hardware playbook below.");
+    r.next_steps.push_back(
+        "Check the dead node(s) " + list_names(dead_hosts) +
+        ": kernel log (slurm-triage kernel), BMC/IPMI event log, and the hardware playbook below.");
     r.next_steps.push_back("Resubmit excluding " + list_names(dead_hosts) + " (sbatch --exclude).");
     return r;
   }
@@ -270,9 +279,10 @@ PlaybookResult run_hang(Context& ctx) {
   }
   if (n_known == 0) {
     r.verdict = "inconclusive";
-    r.summary = d.has("hw_gpu_power_watts") ? "GPU power could not be judged (no power levels for this GPU model and no "
-                                              "training baseline)."
-                                            : "The TSDB has no hw_gpu_power_watts, the ground truth for a hang.";
+    r.summary = d.has("hw_gpu_power_watts")
+                    ? "GPU power could not be judged (no power levels for this GPU model and no "
+                      "training baseline)."
+                    : "The TSDB has no hw_gpu_power_watts, the ground truth for a hang.";
     return r;
   }
 
@@ -280,10 +290,12 @@ PlaybookResult run_hang(Context& ctx) {
   if (static_cast<double>(n_active) >= 0.9 * static_cast<double>(n_known)) {
     r.verdict = "not-a-hang";
     r.summary = std::to_string(n_active) + " of " + std::to_string(n_known) +
-                " GPUs drew active-level power during the supposed hang: training was still running. Re-check the "
+                " GPUs drew active-level power during the supposed hang: training was still "
+                "running. Re-check the "
                 "triage classification (a slow step, or a log that stopped being written).";
-    r.next_steps.push_back("Compare the TSDB's tb_step with the log: if tb_step kept advancing, the log stopped, not "
-                           "training.");
+    r.next_steps.push_back(
+        "Compare the TSDB's tb_step with the log: if tb_step kept advancing, the log stopped, not "
+        "training.");
     return r;
   }
 
@@ -304,30 +316,34 @@ PlaybookResult run_hang(Context& ctx) {
       r.hosts = active_hosts;
       r.summary = list_names(active_hosts) + " kept drawing active-level power while " +
                   std::to_string(idle_hosts.size()) +
-                  " host(s) sat at idle-level: the others were waiting for them. The slow host(s) are the suspects.";
+                  " host(s) sat at idle-level: the others were waiting for them. The slow host(s) "
+                  "are the suspects.";
       for (const auto& h : active_hosts) {
-        Anomaly a;
-        a.host = h;
-        a.time = start;
-        a.metric = "hw_gpu_power_watts";
-        a.domain = "gpu";
-        a.kind = "cause";
-        a.text = h + " still computing while the rest waited (straggler)";
+        Anomaly a{.time = start,
+                  .host = h,
+                  .metric = "hw_gpu_power_watts",
+                  .domain = "gpu",
+                  .kind = "cause",
+                  .text = h + " still computing while the rest waited (straggler)"};
         r.anomalies.push_back(a);
       }
-      r.next_steps.push_back("Look at " + list_names(active_hosts) +
-                             ": GPU clocks and temperature (thermal throttling), CPU contention (hw_procs_running), "
-                             "and its RDMA links.");
+      r.next_steps.push_back(
+          "Look at " + list_names(active_hosts) +
+          ": GPU clocks and temperature (thermal throttling), CPU contention (hw_procs_running), "
+          "and its RDMA links.");
       return r;
     }
-    r.findings.push_back({"warning", list_names(idle_hosts) + " sat at idle-level while most hosts computed", idle_hosts,
-                          start});
+    r.findings.push_back({"warning",
+                          list_names(idle_hosts) + " sat at idle-level while most hosts computed",
+                          idle_hosts, start});
   }
   if (n_mid * 2 > n_known) {
     r.verdict = "inconclusive";
-    r.summary = "Most GPUs drew power between the idle and active levels; the readings do not separate a busy-wait from "
-                "slow work. " +
-                levels_note(g) + ".";
+    r.summary =
+        "Most GPUs drew power between the idle and active levels; the readings do not separate a "
+        "busy-wait from "
+        "slow work. " +
+        levels_note(g) + ".";
     return r;
   }
 
@@ -337,69 +353,90 @@ PlaybookResult run_hang(Context& ctx) {
   for (const auto& [k, st] : gpus) {
     if (!std::isfinite(st.util)) continue;
     ++with_util;
-    if ((st.level == Level::kIdle) && st.util >= g.util_high_pct) spinning.push_back(st.host + ":" + st.gpu);
+    if ((st.level == Level::kIdle) && st.util >= g.util_high_pct)
+      spinning.push_back(st.host + ":" + st.gpu);
   }
   if (have_util && with_util > 0 && spinning.empty()) {
     r.verdict = "idle-hang";
-    r.summary = "The GPUs were idle (idle-level power, low utilisation), not spinning in a collective: the processes "
-                "were stuck outside the GPU (data pipeline, I/O, a Python-level deadlock).";
+    r.summary =
+        "The GPUs were idle (idle-level power, low utilisation), not spinning in a collective: the "
+        "processes "
+        "were stuck outside the GPU (data pipeline, I/O, a Python-level deadlock).";
     symptom("GPU power fell to idle-level and utilisation to near zero when training stopped");
-    r.next_steps.push_back("If the job is still live, take Python stack traces (py-spy dump) of the trainers; check "
-                           "hw_procs_blocked and I/O pressure at the hang start.");
+    r.next_steps.push_back(
+        "If the job is still live, take Python stack traces (py-spy dump) of the trainers; check "
+        "hw_procs_blocked and I/O pressure at the hang start.");
     return r;
   }
   std::vector<std::string> spin_hosts;
-  for (const auto& s : spinning) add_unique(spin_hosts, s.substr(0, s.rfind(':')));
+  for (const auto& s : spinning)
+    add_unique(spin_hosts, s.substr(0, s.rfind(':')));
   r.gpus = spinning;
   r.hosts = spin_hosts;
   std::string who;
   if (!have_util || with_util == 0) {
-    who = "All " + std::to_string(n_idle) + " GPUs drew idle-level power (no utilisation metric to confirm the spin)";
-    r.notes.push_back("ray_node_gpus_utilization is missing: the busy-wait is inferred from power alone");
+    who = "All " + std::to_string(n_idle) +
+          " GPUs drew idle-level power (no utilisation metric to confirm the spin)";
+    r.notes.push_back(
+        "ray_node_gpus_utilization is missing: the busy-wait is inferred from power alone");
   } else if (spinning.size() == with_util) {
-    who = "All " + std::to_string(spinning.size()) + " GPUs on " + std::to_string(spin_hosts.size()) +
+    who = "All " + std::to_string(spinning.size()) + " GPUs on " +
+          std::to_string(spin_hosts.size()) +
           " host(s) reported high utilisation at idle-level power";
   } else {
-    who = std::to_string(spinning.size()) + " of " + std::to_string(with_util) +
-          " GPUs (" + list_names(spinning, 12) +
-          ") reported high utilisation at idle-level power, the rest sat idle: a partial deadlock where only the GPUs "
+    who = std::to_string(spinning.size()) + " of " + std::to_string(with_util) + " GPUs (" +
+          list_names(spinning, 12) +
+          ") reported high utilisation at idle-level power, the rest sat idle: a partial deadlock "
+          "where only the GPUs "
           "that entered the collective spin";
   }
 
-  const auto net = find_network_events(ctx, start - ctx.th.network.lead_s, start + 2 * d.scrape_s, ev);
+  const auto net =
+      find_network_events(ctx, start - ctx.th.network.lead_s, start + 2 * d.scrape_s, ev);
   if (!net.empty()) {
     r.verdict = "network-triggered-hang";
     std::vector<std::string> nh;
-    for (const auto& e : net) add_unique(nh, e.host);
+    for (const auto& e : net)
+      add_unique(nh, e.host);
     r.hosts = nh;
     r.summary = who + ". " + net.front().what + " on " + net.front().host +
                 (net.front().device.empty() ? "" : " (" + net.front().device + ")") + " began at " +
                 fmt_time(net.front().time) +
-                ", before training stopped: a network event stalled a collective and every rank then waited in it.";
+                ", before training stopped: a network event stalled a collective and every rank "
+                "then waited in it.";
     for (const auto& e : net) {
-      Anomaly a;
-      a.host = e.host;
-      a.gpu = e.device;
-      a.time = e.time;
-      a.metric = e.metric;
-      a.domain = "network";
-      a.kind = "cause";
+      Anomaly a{.time = e.time,
+                .host = e.host,
+                .gpu = e.device,
+                .metric = e.metric,
+                .domain = "network",
+                .kind = "cause"};
       a.text = e.what + " on " + e.host + (e.device.empty() ? "" : " " + e.device) +
-               (e.amount > 0 ? " (+" + fmt(e.amount, 0) + " in the window, baseline " + fmt_rate(e.baseline) + ")" : "");
+               (e.amount > 0 ? " (+" + fmt(e.amount, 0) + " in the window, baseline " +
+                                   fmt_rate(e.baseline) + ")"
+                             : "");
       r.findings.push_back({"critical", a.text, {e.host}, e.time});
       r.anomalies.push_back(a);
     }
-    r.next_steps.push_back("Check the links named above (ethtool -S, RDMA port counters, switch logs); run the network "
-                           "playbook's exclusion list before resubmitting.");
+    r.next_steps.push_back(
+        "Check the links named above (ethtool -S, RDMA port counters, switch logs); run the "
+        "network "
+        "playbook's exclusion list before resubmitting.");
   } else {
     r.verdict = "busy-wait-hang";
-    r.summary = who + ", with no network errors before the stall: a collective (RCCL/NCCL) busy-wait deadlock.";
-    r.next_steps.push_back("Cancel the job (scancel) and resubmit with NCCL_DEBUG=INFO to see the stuck collective if "
-                           "it recurs.");
+    r.summary =
+        who +
+        ", with no network errors before the stall: a collective (RCCL/NCCL) busy-wait deadlock.";
+    r.next_steps.push_back(
+        "Cancel the job (scancel) and resubmit with NCCL_DEBUG=INFO to see the stuck collective if "
+        "it recurs.");
   }
-  symptom("GPU power fell to idle-level while utilisation stayed high (busy-wait) when training stopped");
-  r.next_steps.push_back("Heartbeat timeouts do not detect hangs; watch step progress instead (a step-progress "
-                         "monitor).");
+  symptom(
+      "GPU power fell to idle-level while utilisation stayed high (busy-wait) when training "
+      "stopped");
+  r.next_steps.push_back(
+      "Heartbeat timeouts do not detect hangs; watch step progress instead (a step-progress "
+      "monitor).");
   return r;
 }
 

@@ -37,10 +37,7 @@ constexpr CounterSpec kCounters[] = {
 }  // namespace
 
 PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts) {
-  PlaybookResult r;
-  r.number = 4;
-  r.id = "hardware";
-  r.title = "Node and hardware faults";
+  PlaybookResult r = new_playbook(4, "hardware", "Node and hardware faults");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   const auto& mt = ctx.th.monitoring;
@@ -52,7 +49,8 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
   const double hours = std::max(span / 3600, 1.0 / 60);
 
   EvidenceTable t;
-  t.title = "Hardware counters that rose during the job (increase over " + format_duration(span) + ")";
+  t.title =
+      "Hardware counters that rose during the job (increase over " + format_duration(span) + ")";
   t.columns = {"Host", "GPU / device", "Counter", "Increase", "First seen", "Reading"};
   std::vector<std::string> fault_hosts, driver_hosts;
   auto verdict = [&](HardwareVerdict v) {
@@ -66,9 +64,10 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       if (it != labels.end()) extra += (extra.empty() ? "" : ",") + label_eq(k, it->second);
     }
     const double step = std::max(d.scrape_s, std::ceil(span / 720));
-    for (const auto& s : ctx.q.range("increase(" + ctx.scope.sel_hosts(metric, {ctx.scope.host_of(labels)}, extra) + "[" +
-                                         dur(2 * step) + "]) > 0",
-                                     d.start, d.end, step, ev)) {
+    for (const auto& s :
+         ctx.q.range("increase(" + ctx.scope.sel_hosts(metric, {ctx.scope.host_of(labels)}, extra) +
+                         "[" + dur(2 * step) + "]) > 0",
+                     d.start, d.end, step, ev)) {
       if (!s.points.empty()) return s.points.front().t;
     }
     return std::nullopt;
@@ -89,34 +88,36 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       if (c.fatal) {
         reading = "hardware fault";
         add_unique(fault_hosts, host);
-        add_unique(r.gpus, gpu.empty() ? host : host + ":" + gpu);
+        const std::string where = gpu.empty() ? host : cat(host, ":", gpu);
+        add_unique(r.gpus, where);
         HardwareVerdict v;
         v.host = host;
         v.component = gpu.empty() ? "gpu" : "gpu " + gpu;
         v.verdict = "hardware-fault";
         v.action = "drain";
-        v.reason = fmt(s.point.v, 0) + " " + c.what + " on " + (gpu.empty() ? host : host + " GPU " + gpu);
+        v.reason = cat(fmt(s.point.v, 0), " ", c.what, " on ",
+                       gpu.empty() ? host : cat(host, " GPU ", gpu));
         v.metric = c.metric;
         v.value = s.point.v;
         v.first_seen = seen;
         verdict(v);
-        Anomaly a;
-        a.host = host;
-        a.gpu = gpu;
-        a.time = seen.value_or(d.end);
-        a.metric = c.metric;
-        a.domain = "hardware";
-        a.text = std::string(c.what) + " on " + (gpu.empty() ? host : host + ":" + gpu);
+        Anomaly a{.time = seen.value_or(d.end),
+                  .host = host,
+                  .gpu = gpu,
+                  .metric = c.metric,
+                  .domain = "hardware",
+                  .text = cat(c.what, " on ", where)};
         r.anomalies.push_back(a);
-      } else if (per_hour >= g.ce_per_hour_watch || std::string(c.metric) == "hw_gpu_pcie_nonfatal_total") {
+      } else if (per_hour >= g.ce_per_hour_watch ||
+                 std::string(c.metric) == "hw_gpu_pcie_nonfatal_total") {
         reading = "degrading";
         HardwareVerdict v;
         v.host = host;
         v.component = gpu.empty() ? "gpu" : "gpu " + gpu;
         v.verdict = "degrading";
         v.action = "watch";
-        v.reason = fmt(s.point.v, 0) + " " + c.what + " (" + fmt(per_hour, 0) + "/h) on " +
-                   (gpu.empty() ? host : host + " GPU " + gpu);
+        v.reason = cat(fmt(s.point.v, 0), " ", c.what, " (", fmt(per_hour, 0), "/h) on ",
+                       gpu.empty() ? host : cat(host, " GPU ", gpu));
         v.metric = c.metric;
         v.value = s.point.v;
         v.first_seen = seen;
@@ -124,8 +125,8 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       } else {
         reading = "accumulating";
       }
-      t.rows.push_back({host, gpu.empty() ? "–" : gpu, c.metric, fmt(s.point.v, 0), seen ? fmt_time(*seen) : "–",
-                        reading});
+      t.rows.push_back({host, gpu.empty() ? "–" : gpu, c.metric, fmt(s.point.v, 0),
+                        seen ? fmt_time(*seen) : "–", reading});
     }
   }
 
@@ -138,23 +139,33 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
   if (d.has("hw_scrape_duration_seconds")) {
     const std::string x = ctx.scope.sel("hw_scrape_duration_seconds");
     const std::string sub = "[" + dur(span) + ":" + dur(d.scrape_s) + "]";
-    slow_frac = by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "max", "avg_over_time((" + x + " > bool " +
-                                                                                  fmt(mt.scrape_slow_s, 1) + ")" + sub + ")"),
-                                                 d.end, ev));
-    fast_frac = by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "max", "avg_over_time((" + x + " < bool " +
-                                                                                  fmt(mt.scrape_fast_s, 1) + ")" + sub + ")"),
-                                                 d.end, ev));
-    p90 = by_host(ctx.scope,
-                  ctx.q.instant(by_host_agg(ctx.scope, "max", "quantile_over_time(0.9, " + x + w + ")"), d.end, ev));
+    slow_frac = by_host(ctx.scope,
+                        ctx.q.instant(by_host_agg(ctx.scope, "max",
+                                                  "avg_over_time((" + x + " > bool " +
+                                                      fmt(mt.scrape_slow_s, 1) + ")" + sub + ")"),
+                                      d.end, ev));
+    fast_frac = by_host(ctx.scope,
+                        ctx.q.instant(by_host_agg(ctx.scope, "max",
+                                                  "avg_over_time((" + x + " < bool " +
+                                                      fmt(mt.scrape_fast_s, 1) + ")" + sub + ")"),
+                                      d.end, ev));
+    p90 = by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "max",
+                                                       "quantile_over_time(0.9, " + x + w + ")"),
+                                           d.end, ev));
   }
   std::map<std::string, double> gaps;
   if (d.has("hw_gpu_power_watts") && d.has("hw_scrape_duration_seconds")) {
-    auto power_n = by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "min", "count_over_time(" +
-                                                                                    ctx.scope.sel("hw_gpu_power_watts") + w + ")"),
-                                                    d.end, ev));
-    auto scrape_n = by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "max", "count_over_time(" +
-                                                                                     ctx.scope.sel("hw_scrape_duration_seconds") + w + ")"),
-                                                     d.end, ev));
+    auto power_n = by_host(
+        ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, "min",
+                                             "count_over_time(" +
+                                                 ctx.scope.sel("hw_gpu_power_watts") + w + ")"),
+                                 d.end, ev));
+    auto scrape_n = by_host(
+        ctx.scope,
+        ctx.q.instant(
+            by_host_agg(ctx.scope, "max",
+                        "count_over_time(" + ctx.scope.sel("hw_scrape_duration_seconds") + w + ")"),
+            d.end, ev));
     for (const auto& [h, n] : scrape_n) {
       if (n > 0 && power_n.count(h) != 0) gaps[h] = std::max(0.0, 1 - power_n[h] / n);
     }
@@ -171,9 +182,10 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
     std::vector<std::string> signs;
     if (errors) signs.push_back(fmt(dmesg[h], 0) + " GPU/driver errors in dmesg");
     if (intermittent) {
-      signs.push_back("the GPU plugin timed out on " + fmt_pct(100 * sf) + " of scrapes" +
-                      (near_timeout ? " (~" + fmt(mt.scrape_timeout_s, 0) + " s, the plugin's timeout)" : "") +
-                      " and succeeded fast on the rest");
+      signs.push_back(
+          "the GPU plugin timed out on " + fmt_pct(100 * sf) + " of scrapes" +
+          (near_timeout ? " (~" + fmt(mt.scrape_timeout_s, 0) + " s, the plugin's timeout)" : "") +
+          " and succeeded fast on the rest");
     } else if (always_slow) {
       signs.push_back("every GPU scrape was slow (" + fmt_pct(100 * sf) + ")");
     }
@@ -189,15 +201,15 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       v.metric = "hw_dmesg_gpu_errors_total";
       v.value = dmesg[h];
       verdict(v);
-      Anomaly a;
-      a.host = h;
-      a.time = d.start;
-      a.metric = "hw_dmesg_gpu_errors_total";
-      a.domain = "hardware";
-      a.text = "GPU driver errors on " + h;
+      Anomaly a{.time = d.start,
+                .host = h,
+                .metric = "hw_dmesg_gpu_errors_total",
+                .domain = "hardware",
+                .text = "GPU driver errors on " + h};
       r.anomalies.push_back(a);
     }
-    r.findings.push_back({errors ? "warning" : "info", h + ": " + join(signs, "; "), {h}, std::nullopt});
+    r.findings.push_back(
+        {errors ? "warning" : "info", h + ": " + join(signs, "; "), {h}, std::nullopt});
     t.rows.push_back({h, "–", errors ? "hw_dmesg_gpu_errors_total" : "hw_scrape_duration_seconds",
                       errors ? fmt(dmesg[h], 0) : fmt_pct(100 * sf) + " slow", "–",
                       errors ? "driver fault" : "monitoring degraded"});
@@ -205,7 +217,8 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
 
   // RDMA links that went down, and temperatures.
   if (d.has("hw_rdma_port_state")) {
-    for (const auto& s : ctx.q.instant("min_over_time(" + ctx.scope.sel("hw_rdma_port_state") + w + ") == 0", d.end, ev)) {
+    for (const auto& s : ctx.q.instant(
+             "min_over_time(" + ctx.scope.sel("hw_rdma_port_state") + w + ") == 0", d.end, ev)) {
       const std::string h = ctx.scope.host_of(s.labels);
       add_unique(fault_hosts, h);
       HardwareVerdict v;
@@ -217,12 +230,10 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       v.metric = "hw_rdma_port_state";
       verdict(v);
       t.rows.push_back({h, device_of(s.labels), "hw_rdma_port_state", "0", "–", "link down"});
-      Anomaly a;
-      a.host = h;
-      a.gpu = device_of(s.labels);
-      a.time = d.end;
-      for (const auto& rs : ctx.q.range(ctx.scope.sel_hosts("hw_rdma_port_state", {h}, device_matcher(s.labels)) + " == 0",
-                                        d.start, d.end, std::max(d.scrape_s, std::ceil(span / 1000)), ev)) {
+      Anomaly a{.time = d.end, .host = h, .gpu = device_of(s.labels)};
+      for (const auto& rs : ctx.q.range(
+               ctx.scope.sel_hosts("hw_rdma_port_state", {h}, device_matcher(s.labels)) + " == 0",
+               d.start, d.end, std::max(d.scrape_s, std::ceil(span / 1000)), ev)) {
         if (!rs.points.empty()) a.time = std::min(a.time, rs.points.front().t);
       }
       a.metric = "hw_rdma_port_state";
@@ -232,23 +243,23 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
     }
   }
   if (d.has("hw_gpu_temperature_celsius")) {
-    for (const auto& s : ctx.q.instant("max_over_time(" + ctx.scope.sel("hw_gpu_temperature_celsius") + w + ") > " +
-                                           fmt(g.temp_throttle_c, 1),
-                                       d.end, ev)) {
+    for (const auto& s :
+         ctx.q.instant("max_over_time(" + ctx.scope.sel("hw_gpu_temperature_celsius") + w + ") > " +
+                           fmt(g.temp_throttle_c, 1),
+                       d.end, ev)) {
       const std::string h = ctx.scope.host_of(s.labels);
       const std::string gpu = gpu_of(s.labels);
-      Anomaly a;
-      a.host = h;
-      a.gpu = gpu;
-      a.time = d.end;
-      for (const auto& rs : ctx.q.range(ctx.scope.sel_hosts("hw_gpu_temperature_celsius", {h}, label_eq("gpu", gpu)) + " > " +
-                                            fmt(g.temp_throttle_c, 1),
-                                        d.start, d.end, std::max(d.scrape_s, std::ceil(span / 1000)), ev)) {
+      Anomaly a{.time = d.end, .host = h, .gpu = gpu};
+      for (const auto& rs : ctx.q.range(
+               ctx.scope.sel_hosts("hw_gpu_temperature_celsius", {h}, label_eq("gpu", gpu)) +
+                   " > " + fmt(g.temp_throttle_c, 1),
+               d.start, d.end, std::max(d.scrape_s, std::ceil(span / 1000)), ev)) {
         if (!rs.points.empty()) a.time = std::min(a.time, rs.points.front().t);
       }
       a.metric = "hw_gpu_temperature_celsius";
       a.domain = "hardware";
-      a.text = h + ":" + gpu + " reached " + fmt(s.point.v, 0) + " °C (throttling above " + fmt(g.temp_throttle_c, 0) + " °C)";
+      a.text = cat(h, ":", gpu, " reached ", fmt(s.point.v, 0), " °C (throttling above ",
+                   fmt(g.temp_throttle_c, 0), " °C)");
       r.anomalies.push_back(a);
       r.findings.push_back({"warning", a.text, {h}, a.time});
       const bool before_crash = ctx.req.failure_time && a.time <= *ctx.req.failure_time &&
@@ -264,56 +275,68 @@ PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts
       v.first_seen = a.time;
       verdict(v);
       if (before_crash) add_unique(fault_hosts, h);
-      t.rows.push_back({h, gpu, "hw_gpu_temperature_celsius", fmt(s.point.v, 0) + " °C", fmt_time(a.time), "thermal excursion"});
+      t.rows.push_back({h, gpu, "hw_gpu_temperature_celsius", fmt(s.point.v, 0) + " °C",
+                        fmt_time(a.time), "thermal excursion"});
     }
   }
 
   // Ghost data: the exporter kept serving stale values; nothing read from those intervals is real.
   for (const auto& [h, ivs] : d.ghost) {
     double total = 0;
-    for (const auto& iv : ivs) total += iv.end - iv.start;
-    std::string text = h + ": hw_scrape_duration_seconds flat-lined for " + format_duration(total) + " (from " +
-                       fmt_time(ivs.front().start) + "): the exporter's collection loop was stuck and every hw_* value "
+    for (const auto& iv : ivs)
+      total += iv.end - iv.start;
+    std::string text = h + ": hw_scrape_duration_seconds flat-lined for " + format_duration(total) +
+                       " (from " + fmt_time(ivs.front().start) +
+                       "): the exporter's collection loop was stuck and every hw_* value "
                        "of that host in that time is ghost data";
     if (d.has("hw_gpu_power_watts")) {
       const Interval& iv = ivs.front();
-      auto flat = ctx.q.instant("changes(" + ctx.scope.sel_hosts("hw_gpu_power_watts", {h}) + "[" + dur(iv.end - iv.start) +
-                                    "]) == 0",
+      auto flat = ctx.q.instant("changes(" + ctx.scope.sel_hosts("hw_gpu_power_watts", {h}) + "[" +
+                                    dur(iv.end - iv.start) + "]) == 0",
                                 iv.end, ev);
       if (!flat.empty()) text += " (GPU power held the exact same value too)";
     }
     r.findings.push_back({"warning", text, {h}, ivs.front().start});
     if (ctx.req.failure_time && d.ghost_at(h, *ctx.req.failure_time)) {
-      r.notes.push_back(h + "'s hw_* data at the failure time is ghost data: its hardware readings then are not real");
+      r.notes.push_back(h +
+                        "'s hw_* data at the failure time is ghost data: its hardware readings "
+                        "then are not real");
     }
   }
   if (t.rows.size() > 32) t.rows.resize(32);
   if (!t.rows.empty()) r.tables.push_back(std::move(t));
 
   std::vector<std::string> named = fault_hosts;
-  for (const auto& h : driver_hosts) add_unique(named, h);
+  for (const auto& h : driver_hosts)
+    add_unique(named, h);
   const size_t clean = d.hosts.size() - std::min(d.hosts.size(), named.size());
   if (!fault_hosts.empty()) {
     r.verdict = "hardware-fault";
     r.hosts = fault_hosts;
     r.summary = "Hardware counters name " + list_names(r.gpus.empty() ? fault_hosts : r.gpus) +
                 ": see the table. The other " + std::to_string(clean) + " host(s) are clean.";
-    r.next_steps.push_back("Drain " + list_names(fault_hosts) +
-                           " for hardware service (scontrol update nodename=... state=drain reason=...).");
+    r.next_steps.push_back(
+        "Drain " + list_names(fault_hosts) +
+        " for hardware service (scontrol update nodename=... state=drain reason=...).");
   } else if (!driver_hosts.empty()) {
     r.verdict = "driver-fault";
     r.hosts = driver_hosts;
-    r.summary = list_names(driver_hosts) +
-                " logged GPU driver errors; the other " + std::to_string(clean) +
-                " host(s) logged none. On AMD Instinct this is the CPER/RAS sysfs bug: monitoring breaks and unkillable "
+    r.summary = list_names(driver_hosts) + " logged GPU driver errors; the other " +
+                std::to_string(clean) +
+                " host(s) logged none. On AMD Instinct this is the CPER/RAS sysfs bug: monitoring "
+                "breaks and unkillable "
                 "D-state processes pile up, while training itself keeps working.";
-    r.next_steps.push_back("Reboot " + list_names(driver_hosts) + " at the next job boundary (D-state processes cannot "
-                           "be cleared otherwise); collect uname -r, /sys/module/amdgpu/version and the dmesg call "
-                           "stacks for the admins.");
+    r.next_steps.push_back(
+        "Reboot " + list_names(driver_hosts) +
+        " at the next job boundary (D-state processes cannot "
+        "be cleared otherwise); collect uname -r, /sys/module/amdgpu/version and the dmesg call "
+        "stacks for the admins.");
   } else {
     r.verdict = "no-hardware-fault";
-    r.summary = "No uncorrectable RAS error, PCIe fatal error, GPU driver error or RDMA link loss on any of the " +
-                std::to_string(d.hosts.size()) + " hosts during the job.";
+    r.summary =
+        "No uncorrectable RAS error, PCIe fatal error, GPU driver error or RDMA link loss on any "
+        "of the " +
+        std::to_string(d.hosts.size()) + " hosts during the job.";
   }
   return r;
 }

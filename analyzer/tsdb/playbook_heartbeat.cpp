@@ -14,10 +14,8 @@ constexpr double kDefaultHeartbeatTimeout = 100;  // JAX's default heartbeat tim
 }  // namespace
 
 PlaybookResult run_heartbeat(Context& ctx) {
-  PlaybookResult r;
-  r.number = 2;
-  r.id = "heartbeat";
-  r.title = "Heartbeat timeout: were the accused tasks alive?";
+  PlaybookResult r =
+      new_playbook(2, "heartbeat", "Heartbeat timeout: were the accused tasks alive?");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   auto* ev = &r.evidence;
@@ -58,9 +56,12 @@ PlaybookResult run_heartbeat(Context& ctx) {
   auto per_host_mean = [&](const std::string& metric) {
     std::map<std::string, double> out;
     if (!d.has(metric)) return out;
-    auto s = ctx.q.instant(by_host_agg(ctx.scope, "avg", "avg_over_time(" + ctx.scope.sel_hosts(metric, accused) + w + ")"),
-                           stop, ev);
-    for (const auto& x : s) out[ctx.scope.host_of(x.labels)] = x.point.v;
+    auto s = ctx.q.instant(
+        by_host_agg(ctx.scope, "avg",
+                    "avg_over_time(" + ctx.scope.sel_hosts(metric, accused) + w + ")"),
+        stop, ev);
+    for (const auto& x : s)
+      out[ctx.scope.host_of(x.labels)] = x.point.v;
     return out;
   };
   const auto util = per_host_mean("ray_node_gpus_utilization");
@@ -68,9 +69,10 @@ PlaybookResult run_heartbeat(Context& ctx) {
   auto max5 = [&](const std::string& metric) {
     std::map<std::string, double> out;
     if (!d.has(metric)) return out;
-    for (const auto& x : ctx.q.instant(by_host_agg(ctx.scope, "max", "max_over_time(" +
-                                                                         ctx.scope.sel_hosts(metric, accused) + "[300s])"),
-                                       stop, ev)) {
+    for (const auto& x : ctx.q.instant(
+             by_host_agg(ctx.scope, "max",
+                         "max_over_time(" + ctx.scope.sel_hosts(metric, accused) + "[300s])"),
+             stop, ev)) {
       out[ctx.scope.host_of(x.labels)] = x.point.v;
     }
     return out;
@@ -80,23 +82,31 @@ PlaybookResult run_heartbeat(Context& ctx) {
   const auto mem = max5("ray_node_mem_used");
   std::map<std::string, double> tcp, tcp_base;
   if (d.has("hw_tcp_retransmits_total")) {
-    tcp = by_host(ctx.scope, ctx.q.instant(by_host_sum(ctx.scope, "rate(" + ctx.scope.sel_hosts("hw_tcp_retransmits_total", accused) +
-                                                                        "[5m])"),
-                                           stop, ev));
+    tcp =
+        by_host(ctx.scope,
+                ctx.q.instant(
+                    by_host_sum(ctx.scope,
+                                "rate(" + ctx.scope.sel_hosts("hw_tcp_retransmits_total", accused) +
+                                    "[5m])"),
+                    stop, ev));
     if (stop - 300 - d.start >= 600) {
-      tcp_base = by_host(ctx.scope,
-                         ctx.q.instant(by_host_sum(ctx.scope, "rate(" +
-                                                                  ctx.scope.sel_hosts("hw_tcp_retransmits_total", accused) +
-                                                                  "[" + dur(std::min(3600.0, stop - 300 - d.start)) + "])"),
-                                       stop - 300, ev));
+      tcp_base = by_host(
+          ctx.scope,
+          ctx.q.instant(
+              by_host_sum(ctx.scope, "rate(" +
+                                         ctx.scope.sel_hosts("hw_tcp_retransmits_total", accused) +
+                                         "[" + dur(std::min(3600.0, stop - 300 - d.start)) + "])"),
+              stop - 300, ev));
     }
   }
   double listen_drops = 0;
   if (d.has("hw_tcp_listen_drops_total")) {
-    const std::vector<std::string> coord =
-        ctx.req.coordinator_host.empty() ? d.hosts : std::vector<std::string>{ctx.req.coordinator_host};
-    for (const auto& x : ctx.q.instant("sum(increase(" + ctx.scope.sel_hosts("hw_tcp_listen_drops_total", coord) + "[5m]))",
-                                       stop, ev)) {
+    const std::vector<std::string> coord = ctx.req.coordinator_host.empty()
+                                               ? d.hosts
+                                               : std::vector<std::string>{ctx.req.coordinator_host};
+    for (const auto& x : ctx.q.instant(
+             "sum(increase(" + ctx.scope.sel_hosts("hw_tcp_listen_drops_total", coord) + "[5m]))",
+             stop, ev)) {
       listen_drops += x.point.v;
     }
   }
@@ -106,18 +116,24 @@ PlaybookResult run_heartbeat(Context& ctx) {
   const auto step_at_crash = d.step_at(crash);
 
   EvidenceTable t;
-  t.title = "Accused hosts at the heartbeat-stop time " + fmt_time(stop) + " (crash " + fmt_time(crash) + " − " +
-            fmt(timeout, 0) + " s)";
-  t.columns = {"Host", "GPU utilisation", "GPU power", "TCP retransmits", "I/O pressure (full, max 5m)", "Dirty pages",
+  t.title = "Accused hosts at the heartbeat-stop time " + fmt_time(stop) + " (crash " +
+            fmt_time(crash) + " − " + fmt(timeout, 0) + " s)";
+  t.columns = {"Host",
+               "GPU utilisation",
+               "GPU power",
+               "TCP retransmits",
+               "I/O pressure (full, max 5m)",
+               "Dirty pages",
                "Host memory"};
-  auto cell = [](const std::map<std::string, double>& m, const std::string& h, std::string (*f)(double)) {
+  auto cell = [](const std::map<std::string, double>& m, const std::string& h,
+                 std::string (*f)(double)) {
     auto it = m.find(h);
     return it == m.end() ? std::string("–") : f(it->second);
   };
   std::vector<std::string> dead, net_hosts, io_hosts, ghost_hosts;
   for (const auto& h : accused) {
-    t.rows.push_back({h, cell(util, h, fmt_pct), cell(power, h, fmt_watts), cell(tcp, h, fmt_rate), cell(io, h, fmt_pct),
-                      cell(dirty, h, fmt_bytes), cell(mem, h, fmt_bytes)});
+    t.rows.push_back({h, cell(util, h, fmt_pct), cell(power, h, fmt_watts), cell(tcp, h, fmt_rate),
+                      cell(io, h, fmt_pct), cell(dirty, h, fmt_bytes), cell(mem, h, fmt_bytes)});
     if (d.ghost_at(h, stop)) ghost_hosts.push_back(h);
     const bool util_known = util.count(h) != 0;
     const bool power_known = power.count(h) != 0;
@@ -140,68 +156,86 @@ PlaybookResult run_heartbeat(Context& ctx) {
   if (step_at_stop && step_at_crash && *step_at_crash > *step_at_stop) {
     r.findings.push_back({"info",
                           "training advanced from step " + std::to_string(*step_at_stop) + " to " +
-                              std::to_string(*step_at_crash) + " after the heartbeats supposedly stopped",
-                          {}, stop});
+                              std::to_string(*step_at_crash) +
+                              " after the heartbeats supposedly stopped",
+                          {},
+                          stop});
   }
   if (!ghost_hosts.empty()) {
-    r.notes.push_back("hw_* data of " + list_names(ghost_hosts) +
-                      " is ghost data at the heartbeat-stop time (the exporter's collection loop was stuck)");
+    r.notes.push_back(
+        "hw_* data of " + list_names(ghost_hosts) +
+        " is ghost data at the heartbeat-stop time (the exporter's collection loop was stuck)");
   }
-  if (d.in_checkpoint(stop)) r.findings.push_back({"info", "the heartbeat-stop time falls in a checkpoint save", {}, stop});
+  if (d.in_checkpoint(stop))
+    r.findings.push_back({"info", "the heartbeat-stop time falls in a checkpoint save", {}, stop});
 
   auto cause = [&](const std::string& host, const std::string& metric, const std::string& domain,
                    const std::string& text) {
-    Anomaly a;
-    a.host = host;
-    a.time = stop;
-    a.metric = metric;
-    a.domain = domain;
-    a.kind = "cause";
-    a.text = text;
+    Anomaly a{.time = stop,
+              .host = host,
+              .metric = metric,
+              .domain = domain,
+              .kind = "cause",
+              .text = text};
     r.anomalies.push_back(a);
   };
 
   if (!dead.empty()) {
     r.verdict = "true-positive";
     r.hosts = dead;
-    r.summary = list_names(dead) + " showed no GPU activity (or no metrics) when the heartbeats stopped at " +
-                fmt_time(stop) + ": the tasks there had really stopped. Look for an OOM kill, a GPU error or a crash on "
-                "those hosts.";
-    for (const auto& h : dead) cause(h, "ray_node_gpus_utilization", "node", h + " idle or silent at the heartbeat stop");
-    r.next_steps.push_back("Run the host-OOM and hardware playbooks for " + list_names(dead) +
-                           " (slurm-triage tsdb --class unknown-death) and read those hosts' kernel logs.");
+    r.summary =
+        list_names(dead) +
+        " showed no GPU activity (or no metrics) when the heartbeats stopped at " + fmt_time(stop) +
+        ": the tasks there had really stopped. Look for an OOM kill, a GPU error or a crash on "
+        "those hosts.";
+    for (const auto& h : dead)
+      cause(h, "ray_node_gpus_utilization", "node", h + " idle or silent at the heartbeat stop");
+    r.next_steps.push_back(
+        "Run the host-OOM and hardware playbooks for " + list_names(dead) +
+        " (slurm-triage tsdb --class unknown-death) and read those hosts' kernel logs.");
     return r;
   }
   if (!ghost_hosts.empty() && ghost_hosts.size() == accused.size()) {
     r.verdict = "inconclusive";
-    r.summary = "The accused hosts' metrics were ghost data at the heartbeat-stop time; their health cannot be read.";
+    r.summary =
+        "The accused hosts' metrics were ghost data at the heartbeat-stop time; their health "
+        "cannot be read.";
     return r;
   }
-  const std::string healthy = "At the heartbeat-stop time (" + fmt_time(stop) + ") the accused host(s) " +
-                              list_names(accused) + " were busy training";
+  const std::string healthy = "At the heartbeat-stop time (" + fmt_time(stop) +
+                              ") the accused host(s) " + list_names(accused) +
+                              " were busy training";
   if (!net_hosts.empty() || listen_drops > 0) {
     r.verdict = "false-positive-network";
     r.summary = healthy + ", but " +
-                (net_hosts.empty() ? "the coordinator dropped " + fmt(listen_drops, 0) + " incoming connections"
-                                   : "TCP retransmits spiked on " + list_names(net_hosts)) +
-                ": a transient network problem kept heartbeat RPCs from reaching the coordinator. The tasks were alive.";
-    for (const auto& h : net_hosts) cause(h, "hw_tcp_retransmits_total", "network", "TCP retransmit spike on " + h);
+                (net_hosts.empty()
+                     ? "the coordinator dropped " + fmt(listen_drops, 0) + " incoming connections"
+                     : "TCP retransmits spiked on " + list_names(net_hosts)) +
+                ": a transient network problem kept heartbeat RPCs from reaching the coordinator. "
+                "The tasks were alive.";
+    for (const auto& h : net_hosts)
+      cause(h, "hw_tcp_retransmits_total", "network", "TCP retransmit spike on " + h);
     if (listen_drops > 0) {
       cause(ctx.req.coordinator_host, "hw_tcp_listen_drops_total", "network",
             "coordinator listen-queue drops (" + fmt(listen_drops, 0) + ")");
     }
   } else if (!io_hosts.empty()) {
     r.verdict = "false-positive-io";
-    r.summary = healthy + ", under heavy I/O (pressure or dirty-page backlog on " + list_names(io_hosts) +
+    r.summary = healthy + ", under heavy I/O (pressure or dirty-page backlog on " +
+                list_names(io_hosts) +
                 "): writeback stalled the heartbeat thread. The tasks were alive.";
-    for (const auto& h : io_hosts) cause(h, "hw_io_pressure_full_pct", "io", "I/O pressure / writeback on " + h);
+    for (const auto& h : io_hosts)
+      cause(h, "hw_io_pressure_full_pct", "io", "I/O pressure / writeback on " + h);
   } else {
     r.verdict = "false-positive";
-    r.summary = healthy + ", with a clean network and low I/O pressure: the heartbeat mechanism declared healthy tasks "
-                          "dead (the known shared-gRPC-channel false positive).";
+    r.summary = healthy +
+                ", with a clean network and low I/O pressure: the heartbeat mechanism declared "
+                "healthy tasks "
+                "dead (the known shared-gRPC-channel false positive).";
   }
-  r.next_steps.push_back("Raise jax_distributed_heartbeat_timeout_seconds to several hours (e.g. 14400) so heartbeats "
-                         "cannot kill productive training; detect hangs from step progress instead.");
+  r.next_steps.push_back(
+      "Raise jax_distributed_heartbeat_timeout_seconds to several hours (e.g. 14400) so heartbeats "
+      "cannot kill productive training; detect hangs from step progress instead.");
   return r;
 }
 

@@ -8,13 +8,15 @@
 namespace triage::tsdb {
 
 bool Discovery::in_checkpoint(double t) const {
-  return std::any_of(checkpoints.begin(), checkpoints.end(), [&](const auto& c) { return c.second.contains(t); });
+  return std::any_of(checkpoints.begin(), checkpoints.end(),
+                     [&](const auto& c) { return c.second.contains(t); });
 }
 
 bool Discovery::ghost_at(const std::string& host, double t) const {
   auto it = ghost.find(host);
   if (it == ghost.end()) return false;
-  return std::any_of(it->second.begin(), it->second.end(), [&](const Interval& i) { return i.contains(t); });
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const Interval& i) { return i.contains(t); });
 }
 
 std::optional<double> Discovery::time_of_step(int64_t step) const {
@@ -33,17 +35,29 @@ std::optional<int64_t> Discovery::step_at(double t) const {
   return out;
 }
 
-const std::vector<Sample>& Context::nonzero_increase(const std::string& metric, std::vector<QueryRecord>* sink) {
+const std::vector<Sample>& Context::nonzero_increase(const std::string& metric,
+                                                     std::vector<QueryRecord>* sink) {
   auto it = counter_cache.find(metric);
   if (it != counter_cache.end()) return it->second;
   std::vector<Sample> rows;
   if (disc.has(metric)) {
-    rows = q.instant("increase(" + scope.sel(metric) + "[" + dur(disc.end - disc.start) + "]) > 0", disc.end, sink);
+    rows = q.instant("increase(" + scope.sel(metric) + "[" + dur(disc.end - disc.start) + "]) > 0",
+                     disc.end, sink);
   }
   return counter_cache.emplace(metric, std::move(rows)).first->second;
 }
 
-double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
+PlaybookResult new_playbook(int number, const std::string& id, const std::string& title) {
+  PlaybookResult r;
+  r.number = number;
+  r.id = id;
+  r.title = title;
+  return r;
+}
+
+double median(std::vector<double> v) {
+  return quantile(std::move(v), 0.5);
+}
 
 double quantile(std::vector<double> v, double q) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
@@ -81,12 +95,16 @@ std::string fmt(double v, int decimals) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  (void)std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
-std::string fmt_watts(double v) { return fmt(v, 0) + " W"; }
-std::string fmt_pct(double v) { return fmt(v, v < 10 ? 1 : 0) + "%"; }
+std::string fmt_watts(double v) {
+  return fmt(v, 0) + " W";
+}
+std::string fmt_pct(double v) {
+  return fmt(v, v < 10 ? 1 : 0) + "%";
+}
 
 std::string fmt_bytes(double v) {
   if (!std::isfinite(v)) return fmt(v);
@@ -100,7 +118,8 @@ std::string fmt_bytes(double v) {
 }
 
 std::string fmt_rate(double per_s) {
-  if (std::isfinite(per_s) && per_s != 0 && std::abs(per_s) < 0.1) return fmt(per_s * 60, 1) + "/min";
+  if (std::isfinite(per_s) && per_s != 0 && std::abs(per_s) < 0.1)
+    return fmt(per_s * 60, 1) + "/min";
   return fmt(per_s, per_s >= 100 ? 0 : 1) + "/s";
 }
 

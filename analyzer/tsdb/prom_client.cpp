@@ -70,7 +70,8 @@ double number_of(const json& j, const std::string& what) {
   if (j.is_string()) {
     if (auto v = parse_prom_value(j.get_ref<const std::string&>())) return *v;
   }
-  throw PromError(PromError::Kind::kDecode, what + ": expected a number, got " + shorten(j.dump(), 40));
+  throw PromError(PromError::Kind::kDecode,
+                  what + ": expected a number, got " + shorten(j.dump(), 40));
 }
 
 Point point_of(const json& pair, const std::string& what) {
@@ -83,20 +84,25 @@ Point point_of(const json& pair, const std::string& what) {
 Labels labels_of(const json& j, const std::string& what) {
   Labels out;
   if (j.is_null()) return out;
-  if (!j.is_object()) throw PromError(PromError::Kind::kDecode, what + ": \"metric\" is not an object");
+  if (!j.is_object())
+    throw PromError(PromError::Kind::kDecode, what + ": \"metric\" is not an object");
   for (const auto& [k, v] : j.items()) {
-    if (!v.is_string()) throw PromError(PromError::Kind::kDecode, what + ": label " + k + " is not a string");
+    if (!v.is_string())
+      throw PromError(PromError::Kind::kDecode,
+                      what + ": label " + std::string(k) + " is not a string");
     out.emplace(k, v.get<std::string>());
   }
   return out;
 }
 
 std::vector<Series> matrix_of(const json& result, const std::string& what) {
-  if (!result.is_array()) throw PromError(PromError::Kind::kDecode, what + ": result is not an array");
+  if (!result.is_array())
+    throw PromError(PromError::Kind::kDecode, what + ": result is not an array");
   std::vector<Series> out;
   out.reserve(result.size());
   for (const auto& r : result) {
-    if (!r.is_object()) throw PromError(PromError::Kind::kDecode, what + ": a series is not an object");
+    if (!r.is_object())
+      throw PromError(PromError::Kind::kDecode, what + ": a series is not an object");
     Series s;
     s.labels = labels_of(r.contains("metric") ? r.at("metric") : json(), what);
     auto it = r.find("values");
@@ -104,7 +110,8 @@ std::vector<Series> matrix_of(const json& result, const std::string& what) {
       throw PromError(PromError::Kind::kDecode, what + ": a series has no \"values\" array");
     }
     s.points.reserve(it->size());
-    for (const auto& p : *it) s.points.push_back(point_of(p, what));
+    for (const auto& p : *it)
+      s.points.push_back(point_of(p, what));
     out.push_back(std::move(s));
   }
   return out;
@@ -143,7 +150,7 @@ std::optional<double> parse_prom_value(std::string_view s) {
 
 std::string format_prom_time(double seconds) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", seconds);
+  (void)std::snprintf(buf, sizeof buf, "%.3f", seconds);
   return buf;
 }
 
@@ -151,8 +158,8 @@ json decode_api_body(std::string_view body, long http_status, const std::string&
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     if (http_status != 200) {
-      throw PromError(PromError::Kind::kHttp, what + ": HTTP " + std::to_string(http_status) + ": " +
-                                                  printable(shorten(body, 200)));
+      throw PromError(PromError::Kind::kHttp, what + ": HTTP " + std::to_string(http_status) +
+                                                  ": " + printable(shorten(body, 200)));
     }
     throw PromError(PromError::Kind::kDecode, what + ": the answer is not a JSON object");
   }
@@ -162,12 +169,14 @@ json decode_api_body(std::string_view body, long http_status, const std::string&
                                                printable(shorten(str_member(j, "error"), 400)));
   }
   if (status != "success") {
-    throw PromError(PromError::Kind::kDecode, what + ": answer has status \"" + printable(status) + "\"");
+    throw PromError(PromError::Kind::kDecode,
+                    what + ": answer has status \"" + printable(status) + "\"");
   }
   if (http_status != 200) {
     throw PromError(PromError::Kind::kHttp, what + ": HTTP " + std::to_string(http_status));
   }
-  if (!j.contains("data")) throw PromError(PromError::Kind::kDecode, what + ": answer has no \"data\"");
+  if (!j.contains("data"))
+    throw PromError(PromError::Kind::kDecode, what + ": answer has no \"data\"");
   return j;
 }
 
@@ -175,24 +184,30 @@ InstantResult decode_instant(const json& body, const std::string& what) {
   InstantResult out;
   out.warnings = warnings_of(body);
   const json& data = body.at("data");
-  if (!data.is_object()) throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an object");
+  if (!data.is_object())
+    throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an object");
   const std::string type = str_member(data, "resultType");
   const json& result = data.contains("result") ? data.at("result") : json();
   if (type == "vector") {
-    if (!result.is_array()) throw PromError(PromError::Kind::kDecode, what + ": result is not an array");
+    if (!result.is_array())
+      throw PromError(PromError::Kind::kDecode, what + ": result is not an array");
     out.samples.reserve(result.size());
     for (const auto& r : result) {
-      if (!r.is_object()) throw PromError(PromError::Kind::kDecode, what + ": a sample is not an object");
+      if (!r.is_object())
+        throw PromError(PromError::Kind::kDecode, what + ": a sample is not an object");
       auto it = r.find("value");
-      if (it == r.end()) throw PromError(PromError::Kind::kDecode, what + ": a sample has no \"value\"");
-      out.samples.push_back(Sample{labels_of(r.contains("metric") ? r.at("metric") : json(), what), point_of(*it, what)});
+      if (it == r.end())
+        throw PromError(PromError::Kind::kDecode, what + ": a sample has no \"value\"");
+      out.samples.push_back(Sample{labels_of(r.contains("metric") ? r.at("metric") : json(), what),
+                                   point_of(*it, what)});
     }
   } else if (type == "scalar") {
     out.samples.push_back(Sample{{}, point_of(result, what)});
   } else if (type == "matrix") {
     out.series = matrix_of(result, what);
   } else {
-    throw PromError(PromError::Kind::kDecode, what + ": unexpected result type \"" + printable(type) + "\"");
+    throw PromError(PromError::Kind::kDecode,
+                    what + ": unexpected result type \"" + printable(type) + "\"");
   }
   return out;
 }
@@ -210,7 +225,8 @@ RangeResult decode_range(const json& body, const std::string& what) {
 
 PromClient::PromClient(std::string base_url, PromClientOptions options)
     : base_url_(std::move(base_url)), options_(options) {
-  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+  while (!base_url_.empty() && base_url_.back() == '/')
+    base_url_.pop_back();
   global_init_once();
   curl_ = curl_easy_init();
   if (curl_ == nullptr) throw PromError(PromError::Kind::kConnect, "curl_easy_init failed");
@@ -254,7 +270,8 @@ json PromClient::call(const std::string& path,
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
   // Our own servers are on loopback; a site proxy must never be asked to reach them.
   curl_easy_setopt(c, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
@@ -273,11 +290,13 @@ json PromClient::call(const std::string& path,
   ++requests_;
   if (body.too_large) {
     throw PromError(PromError::Kind::kTooLarge,
-                    what + ": answer larger than " + std::to_string(options_.max_response_bytes >> 20) + " MiB");
+                    what + ": answer larger than " +
+                        std::to_string(options_.max_response_bytes >> 20) + " MiB");
   }
   if (rc != CURLE_OK) {
     const std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
-    const auto kind = rc == CURLE_OPERATION_TIMEDOUT ? PromError::Kind::kTimeout : PromError::Kind::kConnect;
+    const auto kind =
+        rc == CURLE_OPERATION_TIMEDOUT ? PromError::Kind::kTimeout : PromError::Kind::kConnect;
     throw PromError(kind, what + ": " + base_url_ + ": " + detail);
   }
   long status = 0;
@@ -308,11 +327,13 @@ bool PromClient::ready(std::chrono::milliseconds timeout) {
 
 InstantResult PromClient::query(const std::string& promql, double time) {
   const std::string what = "query " + shorten(promql);
-  return decode_instant(call("/api/v1/query", {{"query", promql}, {"time", format_prom_time(time)}}, true, what),
-                        what);
+  return decode_instant(
+      call("/api/v1/query", {{"query", promql}, {"time", format_prom_time(time)}}, true, what),
+      what);
 }
 
-RangeResult PromClient::query_range(const std::string& promql, double start, double end, double step) {
+RangeResult PromClient::query_range(const std::string& promql, double start, double end,
+                                    double step) {
   const std::string what = "query_range " + shorten(promql);
   if (!(step > 0) || !(end >= start)) {
     throw PromError(PromError::Kind::kApi, what + ": invalid range (start > end or step <= 0)");
@@ -326,11 +347,15 @@ RangeResult PromClient::query_range(const std::string& promql, double start, dou
                       what);
 }
 
-std::vector<std::string> PromClient::label_values(const std::string& label, const std::vector<std::string>& match,
-                                                  std::optional<double> start, std::optional<double> end) {
+std::vector<std::string> PromClient::label_values(const std::string& label,
+                                                  const std::vector<std::string>& match,
+                                                  std::optional<double> start,
+                                                  std::optional<double> end) {
   const std::string what = "label values of " + shorten(label, 60);
   std::vector<std::pair<std::string, std::string>> params;
-  for (const auto& m : match) params.emplace_back("match[]", m);
+  params.reserve(match.size() + 2);
+  for (const auto& m : match)
+    params.emplace_back("match[]", m);
   if (start) params.emplace_back("start", format_prom_time(*start));
   if (end) params.emplace_back("end", format_prom_time(*end));
   auto* c = static_cast<CURL*>(curl_);
@@ -338,25 +363,31 @@ std::vector<std::string> PromClient::label_values(const std::string& label, cons
   const json& data = body.at("data");
   std::vector<std::string> out;
   if (data.is_null()) return out;
-  if (!data.is_array()) throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an array");
+  if (!data.is_array())
+    throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an array");
   for (const auto& v : data) {
     if (v.is_string()) out.push_back(v.get<std::string>());
   }
   return out;
 }
 
-std::vector<Labels> PromClient::series(const std::vector<std::string>& match, double start, double end) {
+std::vector<Labels> PromClient::series(const std::vector<std::string>& match, double start,
+                                       double end) {
   const std::string what = "series " + shorten(match.empty() ? std::string() : match.front());
   std::vector<std::pair<std::string, std::string>> params;
-  for (const auto& m : match) params.emplace_back("match[]", m);
+  params.reserve(match.size() + 2);
+  for (const auto& m : match)
+    params.emplace_back("match[]", m);
   params.emplace_back("start", format_prom_time(start));
   params.emplace_back("end", format_prom_time(end));
   const json body = call("/api/v1/series", params, true, what);
   const json& data = body.at("data");
   std::vector<Labels> out;
   if (data.is_null()) return out;
-  if (!data.is_array()) throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an array");
-  for (const auto& s : data) out.push_back(labels_of(s, what));
+  if (!data.is_array())
+    throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an array");
+  for (const auto& s : data)
+    out.push_back(labels_of(s, what));
   return out;
 }
 
@@ -365,7 +396,8 @@ TsdbStatus PromClient::tsdb_status() {
   const json body = call("/api/v1/status/tsdb", {}, false, what);
   const json& data = body.at("data");
   TsdbStatus out;
-  if (!data.is_object()) throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an object");
+  if (!data.is_object())
+    throw PromError(PromError::Kind::kDecode, what + ": \"data\" is not an object");
   if (auto h = data.find("headStats"); h != data.end() && h->is_object()) {
     out.head_series = int_member(*h, "numSeries", 0);
     const int64_t mn = int_member(*h, "minTime", std::numeric_limits<int64_t>::max());
@@ -390,7 +422,8 @@ std::map<std::string, std::string> PromClient::flags() {
   const json body = call("/api/v1/status/flags", {}, false, "status/flags");
   std::map<std::string, std::string> out;
   const json& data = body.at("data");
-  if (!data.is_object()) throw PromError(PromError::Kind::kDecode, "status/flags: \"data\" is not an object");
+  if (!data.is_object())
+    throw PromError(PromError::Kind::kDecode, "status/flags: \"data\" is not an object");
   for (const auto& [k, v] : data.items()) {
     if (v.is_string()) out.emplace(k, v.get<std::string>());
   }

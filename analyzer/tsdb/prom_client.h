@@ -67,7 +67,7 @@ class PromError : public std::runtime_error {
     kDecode,    // not the JSON shape the API documents
     kTooLarge,  // the answer exceeded the size cap
   };
-  PromError(Kind kind, std::string message) : std::runtime_error(message), kind_(kind) {}
+  PromError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
  private:

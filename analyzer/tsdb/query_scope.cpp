@@ -42,8 +42,8 @@ std::string regex_alternatives(const std::vector<std::string>& values) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out += '|';
     for (char c : values[i]) {
-      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                         c == '-';
+      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '_' || c == '-';
       if (!plain) out += "\\\\";  // one backslash for the regex, escaped for the PromQL string
       if (c == '"') out += "\\";
       out += c;
@@ -80,7 +80,8 @@ std::string Scope::host_of(const Labels& labels) const {
   const std::string& v = it->second;
   if (hosts_.empty() || std::find(hosts_.begin(), hosts_.end(), v) != hosts_.end()) return v;
   for (const auto& h : hosts_) {
-    if (v.size() > h.size() && v.compare(0, h.size(), h) == 0 && (v[h.size()] == ':' || v[h.size()] == '.')) {
+    if (v.size() > h.size() && v.compare(0, h.size(), h) == 0 &&
+        (v[h.size()] == ':' || v[h.size()] == '.')) {
       return h;
     }
   }
@@ -145,33 +146,40 @@ void Querier::fail(QueryRecord& rec, const PromError& e) {
   }
 }
 
-std::vector<Sample> Querier::instant(const std::string& q, double time, std::vector<QueryRecord>* sink) {
-  QueryRecord rec;
-  rec.query = q;
-  rec.kind = "instant";
-  rec.time = time;
-  std::vector<Sample> out;
+void Querier::run(QueryRecord rec, std::vector<QueryRecord>* sink,
+                  const std::function<void(QueryRecord&)>& body) {
   if (broken_) {
     rec.error = "skipped: the server stopped answering (" + last_error_ + ")";
   } else {
     const int64_t t0 = monotonic_usec();
     try {
-      InstantResult r = client_.query(q, time);
+      body(rec);
       connection_failures_ = 0;
-      out = std::move(r.samples);
-      for (const auto& s : out) {
-        QueryRecord::Row row;
-        row.labels = s.labels;
-        row.value = s.point.v;
-        row.points = 1;
-        keep_row(rec, std::move(row));
-      }
     } catch (const PromError& e) {
       fail(rec, e);
     }
     rec.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
   }
   if (sink != nullptr) sink->push_back(std::move(rec));
+}
+
+std::vector<Sample> Querier::instant(const std::string& q, double time,
+                                     std::vector<QueryRecord>* sink) {
+  QueryRecord rec;
+  rec.query = q;
+  rec.kind = "instant";
+  rec.time = time;
+  std::vector<Sample> out;
+  run(std::move(rec), sink, [&](QueryRecord& r) {
+    out = client_.query(q, time).samples;
+    for (const auto& s : out) {
+      QueryRecord::Row row;
+      row.labels = s.labels;
+      row.value = s.point.v;
+      row.points = 1;
+      keep_row(r, std::move(row));
+    }
+  });
   return out;
 }
 
@@ -184,21 +192,12 @@ std::vector<Series> Querier::range(const std::string& q, double start, double en
   rec.time = end;
   rec.step = step;
   std::vector<Series> out;
-  if (broken_) {
-    rec.error = "skipped: the server stopped answering (" + last_error_ + ")";
-  } else if (end > start) {
-    const int64_t t0 = monotonic_usec();
-    try {
-      RangeResult r = client_.query_range(q, start, end, step);
-      connection_failures_ = 0;
-      out = std::move(r.series);
-      for (const auto& s : out) keep_row(rec, summarize(s));
-    } catch (const PromError& e) {
-      fail(rec, e);
-    }
-    rec.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
-  }
-  if (sink != nullptr) sink->push_back(std::move(rec));
+  if (!(end > start)) return out;
+  run(std::move(rec), sink, [&](QueryRecord& r) {
+    out = client_.query_range(q, start, end, step).series;
+    for (const auto& s : out)
+      keep_row(r, summarize(s));
+  });
   return out;
 }
 
@@ -210,46 +209,29 @@ std::vector<Series> Querier::raw(const std::string& selector, double time, doubl
   rec.time = time;
   rec.start = time - window_s;
   std::vector<Series> out;
-  if (broken_) {
-    rec.error = "skipped: the server stopped answering (" + last_error_ + ")";
-  } else {
-    const int64_t t0 = monotonic_usec();
-    try {
-      InstantResult r = client_.query(rec.query, time);
-      connection_failures_ = 0;
-      out = std::move(r.series);
-      for (const auto& s : out) keep_row(rec, summarize(s));
-    } catch (const PromError& e) {
-      fail(rec, e);
-    }
-    rec.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
-  }
-  if (sink != nullptr) sink->push_back(std::move(rec));
+  const std::string q = rec.query;
+  run(std::move(rec), sink, [&](QueryRecord& r) {
+    out = client_.query(q, time).series;
+    for (const auto& s : out)
+      keep_row(r, summarize(s));
+  });
   return out;
 }
 
-std::vector<std::string> Querier::labels(const std::string& label, const std::vector<std::string>& match,
-                                         double start, double end, std::vector<QueryRecord>* sink) {
+std::vector<std::string> Querier::labels(const std::string& label,
+                                         const std::vector<std::string>& match, double start,
+                                         double end, std::vector<QueryRecord>* sink) {
   QueryRecord rec;
-  rec.query = "label_values(" + label + (match.empty() ? std::string() : ", " + match.front()) + ")";
+  rec.query =
+      "label_values(" + label + (match.empty() ? std::string() : ", " + match.front()) + ")";
   rec.kind = "labels";
   rec.start = start;
   rec.time = end;
   std::vector<std::string> out;
-  if (broken_) {
-    rec.error = "skipped: the server stopped answering (" + last_error_ + ")";
-  } else {
-    const int64_t t0 = monotonic_usec();
-    try {
-      out = client_.label_values(label, match, start, end);
-      connection_failures_ = 0;
-      rec.total_rows = out.size();
-    } catch (const PromError& e) {
-      fail(rec, e);
-    }
-    rec.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
-  }
-  if (sink != nullptr) sink->push_back(std::move(rec));
+  run(std::move(rec), sink, [&](QueryRecord& r) {
+    out = client_.label_values(label, match, start, end);
+    r.total_rows = out.size();
+  });
   return out;
 }
 

@@ -4,8 +4,10 @@
 // metric never stops a playbook.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/tsdb/prom_client.h"
@@ -42,6 +44,14 @@ std::string gpu_of(const Labels& labels);
 // "host:gpu", or "host" when there is no GPU label.
 std::string host_gpu(const Scope& scope, const Labels& labels);
 
+// Concatenation without the temporaries of a chain of operator+ (queries are built in loops).
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::string out;
+  (out.append(std::string_view(parts)), ...);
+  return out;
+}
+
 // `name="value"` with the value escaped for a PromQL string.
 std::string label_eq(const std::string& name, const std::string& value);
 // The device/port matcher of an RDMA series (`device="mlx5_0",port="1"`), empty without them.
@@ -67,8 +77,8 @@ class Querier {
                           std::vector<QueryRecord>* sink);
 
   // /api/v1/label/<label>/values restricted by selectors and a time range.
-  std::vector<std::string> labels(const std::string& label, const std::vector<std::string>& match, double start,
-                                  double end, std::vector<QueryRecord>* sink);
+  std::vector<std::string> labels(const std::string& label, const std::vector<std::string>& match,
+                                  double start, double end, std::vector<QueryRecord>* sink);
 
   int failures() const { return failures_; }
   const std::string& last_error() const { return last_error_; }
@@ -80,6 +90,9 @@ class Querier {
 
  private:
   void fail(QueryRecord& rec, const PromError& e);
+  // Runs one request: skipped once the server is gone, timed, failures recorded, then filed.
+  void run(QueryRecord rec, std::vector<QueryRecord>* sink,
+           const std::function<void(QueryRecord&)>& body);
 
   PromClient& client_;
   int failures_ = 0;

@@ -45,7 +45,8 @@ size_t raw_utoa(unsigned long v, char* out) {
     tmp[n++] = static_cast<char>('0' + v % 10);
     v /= 10;
   } while (v != 0 && n < sizeof tmp);
-  for (size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+  for (size_t i = 0; i < n; ++i)
+    out[i] = tmp[n - 1 - i];
   return n;
 }
 
@@ -108,7 +109,8 @@ int remove_tree_at(int parent_fd, const char* name, int depth) {
     if (!removed_any || failed_any) break;
   }
   ::close(fd);
-  if (::unlinkat(parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && result == 0) result = errno;
+  if (::unlinkat(parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && result == 0)
+    result = errno;
   return result;
 }
 
@@ -173,7 +175,8 @@ pid_t start_server_raw(GuardianPlan& p, unsigned port, int* exec_errno) {
     ::dup2(p.log, 2);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig)
+      (void)::sigaction(sig, &dfl, nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -245,7 +248,8 @@ void stop_server_raw(pid_t server, long grace_ms) {
     }
     if (got == kCmdLen && cmd[0] == 'P' && server <= 0) {
       unsigned port = 0;
-      for (size_t i = 1; i < kCmdLen; ++i) port = port * 10 + static_cast<unsigned>(cmd[i] - '0');
+      for (size_t i = 1; i < kCmdLen; ++i)
+        port = port * 10 + static_cast<unsigned>(cmd[i] - '0');
       int exec_errno = 0;
       server = start_server_raw(p, port, &exec_errno);
       if (server > 0) {
@@ -279,7 +283,8 @@ int remove_tree_raw(const char* path) {
   char parent[4096];
   std::memcpy(parent, path, len + 1);
   size_t end = len;
-  while (end > 1 && parent[end - 1] == '/') parent[--end] = '\0';
+  while (end > 1 && parent[end - 1] == '/')
+    parent[--end] = '\0';
   char* slash = std::strrchr(parent, '/');
   const char* base = nullptr;
   int pfd = -1;
@@ -301,7 +306,8 @@ ServerGuardian::ServerGuardian(Spec spec) : spec_(std::move(spec)) {
   // Everything the guardian touches is prepared here, before the fork.
   std::vector<std::string> args;
   args.push_back(spec_.binary);
-  for (const auto& a : spec_.args) args.push_back(a);
+  for (const auto& a : spec_.args)
+    args.push_back(a);
   std::vector<std::string> prefixes, suffixes;
   std::vector<std::vector<char>> port_bufs;
   std::vector<size_t> port_arg_index;
@@ -314,23 +320,28 @@ ServerGuardian::ServerGuardian(Spec spec) : spec_(std::move(spec)) {
     port_arg_index.push_back(i);
   }
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  argv.reserve(args.size() + 1);
+  for (auto& a : args)
+    argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<GuardianPlan::PortArg> port_args;
   for (size_t k = 0; k < port_arg_index.size(); ++k) {
-    port_args.push_back({prefixes[k].c_str(), prefixes[k].size(), suffixes[k].c_str(), suffixes[k].size(),
-                         port_bufs[k].data()});
+    port_args.push_back({prefixes[k].c_str(), prefixes[k].size(), suffixes[k].c_str(),
+                         suffixes[k].size(), port_bufs[k].data()});
     argv[port_arg_index[k]] = port_bufs[k].data();
   }
 
-  UniqueFd log(::open(spec_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd log(
+      ::open(spec_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!log) throw_errno("create " + spec_.log_path, errno);
   UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull) throw_errno("open /dev/null", errno);
   int ctrl[2], status[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctrl) != 0) throw_errno("socketpair", errno);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctrl) != 0)
+    throw_errno("socketpair", errno);
   UniqueFd ctrl_r(ctrl[0]), ctrl_w(ctrl[1]);
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, status) != 0) throw_errno("socketpair", errno);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, status) != 0)
+    throw_errno("socketpair", errno);
   UniqueFd status_r(status[0]), status_w(status[1]);
 
   struct rlimit rl {};
@@ -357,7 +368,9 @@ ServerGuardian::ServerGuardian(Spec spec) : spec_(std::move(spec)) {
   status_r_ = status_r.release();
 }
 
-ServerGuardian::~ServerGuardian() { stop(); }
+ServerGuardian::~ServerGuardian() {
+  stop();
+}
 
 void ServerGuardian::read_status(std::chrono::milliseconds wait) {
   const int64_t deadline = monotonic_usec() + static_cast<int64_t>(wait.count()) * 1000;
@@ -383,8 +396,8 @@ void ServerGuardian::read_status(std::chrono::milliseconds wait) {
         case 'D':
           done_ = true;
           if (num != 0) {
-            std::fprintf(stderr, "slurm-triage: could not remove %s: %s\n", spec_.scratch_dir.c_str(),
-                         std::strerror(static_cast<int>(num)));
+            (void)std::fprintf(stderr, "slurm-triage: could not remove %s: %s\n",
+                               spec_.scratch_dir.c_str(), std::strerror(static_cast<int>(num)));
           }
           break;
         default:
@@ -408,9 +421,10 @@ void ServerGuardian::read_status(std::chrono::milliseconds wait) {
 }
 
 pid_t ServerGuardian::start_server(uint16_t port) {
-  if (ctrl_w_ < 0) throw std::system_error(ESRCH, std::generic_category(), "the TSDB server guardian is stopped");
+  if (ctrl_w_ < 0)
+    throw std::system_error(ESRCH, std::generic_category(), "the TSDB server guardian is stopped");
   char cmd[kCmdLen + 1];
-  std::snprintf(cmd, sizeof cmd, "P%05u", static_cast<unsigned>(port));
+  (void)std::snprintf(cmd, sizeof cmd, "P%05u", static_cast<unsigned>(port));
   if (::send(ctrl_w_, cmd, kCmdLen, MSG_NOSIGNAL) != static_cast<ssize_t>(kCmdLen)) {
     throw_errno("talk to the TSDB server guardian", errno);
   }
@@ -422,7 +436,8 @@ pid_t ServerGuardian::start_server(uint16_t port) {
     read_status(std::chrono::milliseconds(200));
   }
   if (exec_errno_ != 0) throw_errno("execute " + spec_.binary, exec_errno_);
-  if (server_ <= 0) throw std::system_error(ETIMEDOUT, std::generic_category(), "start " + spec_.binary);
+  if (server_ <= 0)
+    throw std::system_error(ETIMEDOUT, std::generic_category(), "start " + spec_.binary);
   return server_;
 }
 
@@ -435,13 +450,16 @@ void ServerGuardian::stop() {
   if (guardian_ <= 0) return;
   if (ctrl_w_ >= 0) {
     (void)::send(ctrl_w_, "S00000", kCmdLen, MSG_NOSIGNAL);
-    const int64_t deadline = monotonic_usec() + (static_cast<int64_t>(spec_.term_grace.count()) + 15000) * 1000;
+    const int64_t deadline =
+        monotonic_usec() + (static_cast<int64_t>(spec_.term_grace.count()) + 15000) * 1000;
     while (!done_ && monotonic_usec() < deadline) {
       const size_t before = status_buf_.size();
       read_status(std::chrono::milliseconds(250));
       // The guardian closed its end without reporting: nothing more will come.
       pollfd pfd{status_r_, POLLIN, 0};
-      if (!done_ && before == status_buf_.size() && ::poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLHUP) != 0) break;
+      if (!done_ && before == status_buf_.size() && ::poll(&pfd, 1, 0) > 0 &&
+          (pfd.revents & POLLHUP) != 0)
+        break;
     }
     ::close(ctrl_w_);
     ctrl_w_ = -1;

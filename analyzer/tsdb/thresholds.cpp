@@ -78,8 +78,8 @@ const std::vector<Key<MonitoringThresholds>>& monitoring_keys() {
 }
 
 struct TrainingNumbers {
-  double loss_spike_mad, grad_spike_factor, step_time_spike_factor, throughput_drop_pct, checkpoint_slack_steps,
-      warmup_steps;
+  double loss_spike_mad, grad_spike_factor, step_time_spike_factor, throughput_drop_pct,
+      checkpoint_slack_steps, warmup_steps;
 };
 
 std::optional<double> parse_number(const std::string& v) {
@@ -94,18 +94,20 @@ std::optional<double> parse_number(const std::string& v) {
 }
 
 template <typename T>
-void apply(const RuleSection& s, const std::vector<Key<T>>& keys, T& target, std::vector<InputError>& errors,
-           const std::set<std::string>& extra_keys = {}) {
+void apply(const RuleSection& s, const std::vector<Key<T>>& keys, T& target,
+           std::vector<InputError>& errors, const std::set<std::string>& extra_keys = {}) {
   for (const auto& e : s.entries) {
     if (extra_keys.count(e.key) != 0) continue;
-    auto it = std::find_if(keys.begin(), keys.end(), [&](const Key<T>& k) { return e.key == k.name; });
+    auto it =
+        std::find_if(keys.begin(), keys.end(), [&](const Key<T>& k) { return e.key == k.name; });
     if (it == keys.end()) {
       errors.push_back(s.error(e, "unknown key for [" + s.type + "]"));
       continue;
     }
     const auto v = parse_number(e.value);
     if (!v || *v < 0) {
-      errors.push_back(s.error(e, "expected a non-negative number, got '" + printable(e.value) + "'"));
+      errors.push_back(
+          s.error(e, "expected a non-negative number, got '" + printable(e.value) + "'"));
       continue;
     }
     target.*(it->field) = *v;
@@ -155,8 +157,9 @@ Thresholds load_thresholds(const std::vector<std::string>& layers) {
   Thresholds out;
   RulesLoad load = load_rule_layers(layers);
   out.files = load.files;
-  static const std::set<std::string> kTypes = {"gpu-thresholds", "network-thresholds", "host-thresholds",
-                                               "monitoring-thresholds", "training-thresholds"};
+  static const std::set<std::string> kTypes = {"gpu-thresholds", "network-thresholds",
+                                               "host-thresholds", "monitoring-thresholds",
+                                               "training-thresholds"};
   std::set<std::string> our_files;
   for (const auto& s : load.sections) {
     if (kTypes.count(s.type) != 0) our_files.insert(s.file);
@@ -169,7 +172,8 @@ Thresholds load_thresholds(const std::vector<std::string>& layers) {
   }
   GpuThresholds base;  // the "default" section's generic limits are every model's starting point
   for (const auto& s : load.sections) {
-    if (s.type == "gpu-thresholds" && s.id == "default") apply(s, gpu_keys(), base, out.errors, {"alias"});
+    if (s.type == "gpu-thresholds" && s.id == "default")
+      apply(s, gpu_keys(), base, out.errors, {"alias"});
   }
   for (const auto& s : load.sections) {
     if (s.type == "gpu-thresholds") {
@@ -220,7 +224,8 @@ Thresholds load_thresholds(const std::vector<std::string>& layers) {
   }
   // A model without its own generic limit inherits the default section's (done above via `base`);
   // keep "default" last so that lookups by hint or memory find real models first.
-  std::stable_partition(out.gpus.begin(), out.gpus.end(), [](const GpuThresholds& g) { return g.model != "default"; });
+  std::stable_partition(out.gpus.begin(), out.gpus.end(),
+                        [](const GpuThresholds& g) { return g.model != "default"; });
   return out;
 }
 

@@ -43,8 +43,8 @@ struct TsdbRequest {
   std::vector<std::string> hosts;
 
   // What the log triage concluded.
-  std::string triage_class;            // hang, heartbeat-timeout, oom-host, node-fail, ...
-  std::optional<double> failure_time;  // the crash / error line's time
+  std::string triage_class;              // hang, heartbeat-timeout, oom-host, node-fail, ...
+  std::optional<double> failure_time;    // the crash / error line's time
   std::optional<double> last_step_time;  // wall clock of the last "completed step" (hang start)
   std::optional<int64_t> first_step;
   std::optional<int64_t> last_step;  // the wrong-database guard compares these two with tb_*
@@ -127,7 +127,8 @@ struct Anomaly {
 
 struct PlaybookResult {
   int number = 0;
-  std::string id;  // hang | heartbeat | oom | hardware | gpu-health | network-health | training-stability
+  std::string
+      id;  // hang | heartbeat | oom | hardware | gpu-health | network-health | training-stability
   std::string title;
   std::string verdict;  // see docs/tsdb.md for each playbook's vocabulary
   std::string summary;
@@ -175,9 +176,9 @@ struct TimelineSeries {
 
 struct Timeline {
   double start = 0, end = 0;
-  std::vector<Point> steps;  // tb_step (max over hosts)
-  std::vector<TimelineSeries> power;  // mean GPU power per host
-  std::vector<TimelineSeries> util;   // mean GPU utilisation per host
+  std::vector<Point> steps;                             // tb_step (max over hosts)
+  std::vector<TimelineSeries> power;                    // mean GPU power per host
+  std::vector<TimelineSeries> util;                     // mean GPU utilisation per host
   std::vector<std::pair<int64_t, double>> checkpoints;  // (step, time)
   std::optional<double> failure_time;
   std::optional<double> hang_start;
@@ -197,17 +198,17 @@ struct TsdbResult {
     std::string url;            // what was queried (a private server's loopback URL included)
     std::string path;           // the TSDB directory, for job sources
     bool wal_included = false;
-    bool trusted = false;       // cluster Prometheus only
+    bool trusted = false;                // cluster Prometheus only
     std::optional<double> missing_from;  // live fallback: data after this time is not visible
     double startup_seconds = 0;
     uint64_t copied_bytes = 0;
     std::string host_label = "host";
   } source;
 
-  std::vector<std::string> hosts;          // analysed
-  std::vector<std::string> hosts_missing;  // job nodes without any series
-  std::vector<std::string> hosts_extra;    // series hosts that are not job nodes
-  double start = 0, end = 0;               // the analysed window
+  std::vector<std::string> hosts;            // analysed
+  std::vector<std::string> hosts_missing;    // job nodes without any series
+  std::vector<std::string> hosts_extra;      // series hosts that are not job nodes
+  double start = 0, end = 0;                 // the analysed window
   std::optional<double> data_min, data_max;  // what the TSDB covers
   double scrape_interval_s = 0;
   std::map<std::string, int> families;  // metric-name prefix -> number of metric names

@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
         return argv[++i];
       };
       if (a == "-h" || a == "--help") {
-        std::fputs(kUsage, stdout);
+        (void)std::fputs(kUsage, stdout);
         return 0;
       } else if (a == "--class") {
         req.triage_class = value();
@@ -156,8 +156,11 @@ int run(int argc, char** argv) {
       } else if (a == "--head") {
         const std::string v = value();
         const auto colon = v.rfind(':');
-        const auto port = colon == std::string::npos ? std::nullopt : parse_int(std::string_view(v).substr(colon + 1));
-        if (!port || *port <= 0 || *port > 65535 || colon == 0) throw UsageError("--head: expected HOST:PORT, got '" + v + "'");
+        const auto port = colon == std::string::npos
+                              ? std::nullopt
+                              : parse_int(std::string_view(v).substr(colon + 1));
+        if (!port || *port <= 0 || *port > 65535 || colon == 0)
+          throw UsageError("--head: expected HOST:PORT, got '" + v + "'");
         req.head_host = v.substr(0, colon);
         req.head_port = static_cast<uint16_t>(*port);
       } else if (a == "--prometheus") {
@@ -192,12 +195,13 @@ int run(int argc, char** argv) {
         throw UsageError("one job directory only (got '" + req.job_dir + "' and '" + a + "')");
       }
     }
-    if (req.job_dir.empty() && req.cluster_url.empty()) throw UsageError("a job directory (or --url) is required");
+    if (req.job_dir.empty() && req.cluster_url.empty())
+      throw UsageError("a job directory (or --url) is required");
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "slurm-triage tsdb: %s\n\n%s", e.what(), kUsage);
+    (void)std::fprintf(stderr, "slurm-triage tsdb: %s\n\n%s", e.what(), kUsage);
     return 2;
   } catch (const InputError& e) {
-    std::fprintf(stderr, "slurm-triage tsdb: %s\n", e.what());
+    (void)std::fprintf(stderr, "slurm-triage tsdb: %s\n", e.what());
     return 2;
   }
   if (!extra_rules.empty()) req.rule_layers = default_rule_layers(extra_rules);
@@ -205,7 +209,8 @@ int run(int argc, char** argv) {
   try {
     if (!req.job_dir.empty()) become_owner(req.job_dir);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "slurm-triage tsdb: cannot become the owner of %s: %s\n", req.job_dir.c_str(), e.what());
+    (void)std::fprintf(stderr, "slurm-triage tsdb: cannot become the owner of %s: %s\n",
+                       req.job_dir.c_str(), e.what());
     return 1;
   }
   const TsdbResult res = run_tsdb_analysis(req);
@@ -217,10 +222,12 @@ int run(int argc, char** argv) {
       if (write_svg_timeline(res, d.get(), base)) {
         svg_name = svg_path;
       } else {
-        std::fprintf(stderr, "slurm-triage tsdb: nothing to draw; %s not written\n", svg_path.c_str());
+        (void)std::fprintf(stderr, "slurm-triage tsdb: nothing to draw; %s not written\n",
+                           svg_path.c_str());
       }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "slurm-triage tsdb: cannot write %s: %s\n", svg_path.c_str(), e.what());
+      (void)std::fprintf(stderr, "slurm-triage tsdb: cannot write %s: %s\n", svg_path.c_str(),
+                         e.what());
     }
   }
   if (format == "json") {
@@ -235,4 +242,5 @@ int run(int argc, char** argv) {
 
 }  // namespace triage::tsdb
 
-TRIAGE_CLI_COMMAND(tsdb, "diagnose a job from its metrics (Prometheus TSDB playbooks)", triage::tsdb::run);
+TRIAGE_CLI_COMMAND(tsdb, "diagnose a job from its metrics (Prometheus TSDB playbooks)",
+                   triage::tsdb::run);

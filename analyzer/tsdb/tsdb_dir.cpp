@@ -75,7 +75,8 @@ uint64_t tree_bytes(int dirfd, int depth) {
 
 bool looks_like_ulid(const std::string& s) {
   if (s.size() != 26) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); });
 }
 
 std::optional<BlockInfo> read_block(int dirfd, const std::string& name, std::string* problem) {
@@ -99,7 +100,8 @@ std::optional<BlockInfo> read_block(int dirfd, const std::string& name, std::str
     b.min_ms = j["minTime"].get<int64_t>();
     b.max_ms = j["maxTime"].get<int64_t>();
     if (auto s = j.find("stats"); s != j.end() && s->is_object()) {
-      if (auto n = s->find("numSamples"); n != s->end() && n->is_number_integer()) b.num_samples = n->get<int64_t>();
+      if (auto n = s->find("numSamples"); n != s->end() && n->is_number_integer())
+        b.num_samples = n->get<int64_t>();
     }
     b.bytes = tree_bytes(bd.get(), 1);
     return b;
@@ -115,7 +117,8 @@ uint64_t free_bytes(const std::string& dir) {
   return static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
 }
 
-void copy_file(int src_dirfd, const std::string& name, int dst_dirfd, const std::string& shown, CopyReport& report) {
+void copy_file(int src_dirfd, const std::string& name, int dst_dirfd, const std::string& shown,
+               CopyReport& report) {
   UniqueFd in = open_regular_file_at(src_dirfd, name, true);
   const int out_fd =
       ::openat(dst_dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -149,7 +152,8 @@ void copy_file(int src_dirfd, const std::string& name, int dst_dirfd, const std:
   ++report.files;
 }
 
-void copy_tree(int src_dirfd, int dst_dirfd, const std::string& shown, int depth, CopyReport& report) {
+void copy_tree(int src_dirfd, int dst_dirfd, const std::string& shown, int depth,
+               CopyReport& report) {
   if (depth > kMaxDepth) {
     report.skipped.push_back(shown + " (nested too deep)");
     return;
@@ -159,12 +163,14 @@ void copy_tree(int src_dirfd, int dst_dirfd, const std::string& shown, int depth
     if (S_ISREG(e.st.st_mode)) {
       copy_file(src_dirfd, e.name, dst_dirfd, child, report);
     } else if (S_ISDIR(e.st.st_mode)) {
-      if (::mkdirat(dst_dirfd, e.name.c_str(), 0700) != 0) throw_errno("mkdir " + child + " in the copy", errno);
+      if (::mkdirat(dst_dirfd, e.name.c_str(), 0700) != 0)
+        throw_errno("mkdir " + child + " in the copy", errno);
       UniqueFd s = open_dir_at(src_dirfd, e.name, true);
       UniqueFd d = open_dir_at(dst_dirfd, e.name, true);
       copy_tree(s.get(), d.get(), child, depth + 1, report);
     } else {
-      report.skipped.push_back(child + (S_ISLNK(e.st.st_mode) ? " (symlink, not followed)" : " (not a regular file)"));
+      report.skipped.push_back(
+          child + (S_ISLNK(e.st.st_mode) ? " (symlink, not followed)" : " (not a regular file)"));
     }
   }
 }
@@ -174,14 +180,16 @@ void copy_tree(int src_dirfd, int dst_dirfd, const std::string& shown, int depth
 std::optional<int64_t> TsdbDirScan::blocks_min_ms() const {
   if (blocks.empty()) return std::nullopt;
   int64_t m = blocks.front().min_ms;
-  for (const auto& b : blocks) m = std::min(m, b.min_ms);
+  for (const auto& b : blocks)
+    m = std::min(m, b.min_ms);
   return m;
 }
 
 std::optional<int64_t> TsdbDirScan::blocks_max_ms() const {
   if (blocks.empty()) return std::nullopt;
   int64_t m = blocks.front().max_ms;
-  for (const auto& b : blocks) m = std::max(m, b.max_ms);
+  for (const auto& b : blocks)
+    m = std::max(m, b.max_ms);
   return m;
 }
 
@@ -194,7 +202,8 @@ std::optional<pid_t> lock_holder_from_proc_locks(const std::string& text, dev_t 
     std::istringstream ls(line);
     std::vector<std::string> f;
     std::string w;
-    while (ls >> w) f.push_back(w);
+    while (ls >> w)
+      f.push_back(w);
     if (f.size() < 6 || f[1] == "->") continue;
     const auto pid = parse_int(f[4]);
     const auto parts = split(f[5], ':');
@@ -310,17 +319,20 @@ CopyReport copy_tsdb(const TsdbDirScan& scan, const std::string& dest, const Cop
   }
   if (options.include_wal) need += scan.wal_bytes + scan.chunks_head_bytes;
   if (need > options.max_bytes) {
-    throw std::runtime_error("the TSDB copy would need " + std::to_string(need >> 20) + " MiB, over the " +
-                             std::to_string(options.max_bytes >> 20) + " MiB limit");
+    throw std::runtime_error("the TSDB copy would need " + std::to_string(need >> 20) +
+                             " MiB, over the " + std::to_string(options.max_bytes >> 20) +
+                             " MiB limit");
   }
   const uint64_t avail = free_bytes(dest);
   if (avail != UINT64_MAX && need + (uint64_t{64} << 20) > avail) {
     throw std::runtime_error("not enough scratch space for the TSDB copy in " + dest + ": need " +
-                             std::to_string(need >> 20) + " MiB, " + std::to_string(avail >> 20) + " MiB free");
+                             std::to_string(need >> 20) + " MiB, " + std::to_string(avail >> 20) +
+                             " MiB free");
   }
 
   for (const BlockInfo* b : blocks) {
-    if (::mkdirat(dst.get(), b->ulid.c_str(), 0700) != 0) throw_errno("mkdir " + b->ulid + " in the copy", errno);
+    if (::mkdirat(dst.get(), b->ulid.c_str(), 0700) != 0)
+      throw_errno("mkdir " + b->ulid + " in the copy", errno);
     UniqueFd s = open_dir_at(src.get(), b->ulid, true);
     UniqueFd d = open_dir_at(dst.get(), b->ulid, true);
     copy_tree(s.get(), d.get(), b->ulid, 1, report);
@@ -330,14 +342,16 @@ CopyReport copy_tsdb(const TsdbDirScan& scan, const std::string& dest, const Cop
     for (const char* name : {"wal", "chunks_head"}) {
       const bool present = std::string(name) == "wal" ? scan.has_wal : scan.has_chunks_head;
       if (!present) continue;
-      if (::mkdirat(dst.get(), name, 0700) != 0) throw_errno(std::string("mkdir ") + name + " in the copy", errno);
+      if (::mkdirat(dst.get(), name, 0700) != 0)
+        throw_errno(std::string("mkdir ") + name + " in the copy", errno);
       UniqueFd s = open_dir_at(src.get(), name, true);
       UniqueFd d = open_dir_at(dst.get(), name, true);
       copy_tree(s.get(), d.get(), name, 1, report);
     }
     report.wal_copied = scan.has_wal;
   } else {
-    if (scan.has_wal) report.skipped.emplace_back("wal (live job: the write-ahead log is being written)");
+    if (scan.has_wal)
+      report.skipped.emplace_back("wal (live job: the write-ahead log is being written)");
     if (scan.has_chunks_head) report.skipped.emplace_back("chunks_head (live job)");
   }
   if (scan.has_lock) report.skipped.emplace_back("lock (never copied)");

@@ -24,8 +24,8 @@ struct BlockInfo {
 struct TsdbDirScan {
   std::string path;  // <job dir>/prometheus
   bool exists = false;
-  std::string error;  // why it could not be read (permissions, not a directory, ...)
-  std::vector<BlockInfo> blocks;      // sorted by min_ms
+  std::string error;              // why it could not be read (permissions, not a directory, ...)
+  std::vector<BlockInfo> blocks;  // sorted by min_ms
   std::vector<std::string> problems;  // unreadable or malformed entries, symlinks skipped
   bool has_wal = false;
   uint64_t wal_bytes = 0;
@@ -48,7 +48,8 @@ TsdbDirScan scan_tsdb_dir(const std::string& job_dir);
 
 // Who holds an flock/POSIX lock on the file with this device and inode, according to /proc/locks
 // (`proc_locks_text` is its content; a parameter so tests can feed it).
-std::optional<pid_t> lock_holder_from_proc_locks(const std::string& proc_locks_text, dev_t dev, ino_t ino);
+std::optional<pid_t> lock_holder_from_proc_locks(const std::string& proc_locks_text, dev_t dev,
+                                                 ino_t ino);
 
 struct CopyOptions {
   bool include_wal = true;  // wal/ and chunks_head/: the recent, not yet persisted samples

@@ -13,7 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json num(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
 template <typename T>
 json opt(const std::optional<T>& v) {
@@ -28,11 +30,14 @@ json time_json(std::optional<double> t) {
 }
 
 // Strings from a TSDB (label values) are the job's data: kept valid UTF-8 for the JSON writer.
-std::string safe(const std::string& s) { return is_valid_utf8(s) ? s : printable(s); }
+std::string safe(const std::string& s) {
+  return is_valid_utf8(s) ? s : printable(s);
+}
 
 json labels_json(const Labels& l) {
   json j = json::object();
-  for (const auto& [k, v] : l) j[safe(k)] = safe(v);
+  for (const auto& [k, v] : l)
+    j[safe(k)] = safe(v);
   return j;
 }
 
@@ -57,14 +62,16 @@ json query_json(const QueryRecord& q) {
 }
 
 json anomaly_json(const Anomaly& a) {
-  return json{{"time", time_json(a.time)}, {"host", safe(a.host)}, {"gpu", safe(a.gpu)}, {"metric", a.metric},
-              {"domain", a.domain},       {"kind", a.kind},        {"text", safe(a.text)},
-              {"during_checkpoint", a.during_checkpoint}};
+  return json{{"time", time_json(a.time)}, {"host", safe(a.host)},
+              {"gpu", safe(a.gpu)},        {"metric", a.metric},
+              {"domain", a.domain},        {"kind", a.kind},
+              {"text", safe(a.text)},      {"during_checkpoint", a.during_checkpoint}};
 }
 
 json strings(const std::vector<std::string>& v) {
   json a = json::array();
-  for (const auto& s : v) a.push_back(safe(s));
+  for (const auto& s : v)
+    a.push_back(safe(s));
   return a;
 }
 
@@ -96,8 +103,12 @@ json TsdbResult::to_json() const {
   j["scrape_interval_s"] = num(scrape_interval_s);
   j["metrics"] = {{"count", metric_count}, {"families", families}};
   j["gpu_model"] = {{"name", gpu.model}, {"basis", gpu.basis}};
-  j["guard"] = {{"status", guard.status},       {"reason", safe(guard.reason)},   {"log_step", opt(guard.log_step)},
-                {"tsdb_step", opt(guard.tsdb_step)}, {"log_loss", opt(guard.log_loss)}, {"tsdb_loss", opt(guard.tsdb_loss)},
+  j["guard"] = {{"status", guard.status},
+                {"reason", safe(guard.reason)},
+                {"log_step", opt(guard.log_step)},
+                {"tsdb_step", opt(guard.tsdb_step)},
+                {"log_loss", opt(guard.log_loss)},
+                {"tsdb_loss", opt(guard.tsdb_loss)},
                 {"tsdb_step_time", time_json(guard.tsdb_step_time)}};
   json books = json::array();
   for (const auto& p : playbooks) {
@@ -111,35 +122,46 @@ json TsdbResult::to_json() const {
            {"window", {{"start", time_json(p.window_start)}, {"end", time_json(p.window_end)}}}};
     json f = json::array();
     for (const auto& x : p.findings) {
-      f.push_back({{"severity", x.severity}, {"text", safe(x.text)}, {"hosts", strings(x.hosts)}, {"time", time_json(x.time)}});
+      f.push_back({{"severity", x.severity},
+                   {"text", safe(x.text)},
+                   {"hosts", strings(x.hosts)},
+                   {"time", time_json(x.time)}});
     }
     b["findings"] = std::move(f);
     json tables = json::array();
     for (const auto& t : p.tables) {
       json rows = json::array();
-      for (const auto& r : t.rows) rows.push_back(strings(r));
-      tables.push_back({{"title", safe(t.title)}, {"columns", strings(t.columns)}, {"rows", std::move(rows)}});
+      for (const auto& r : t.rows)
+        rows.push_back(strings(r));
+      tables.push_back(
+          {{"title", safe(t.title)}, {"columns", strings(t.columns)}, {"rows", std::move(rows)}});
     }
     b["tables"] = std::move(tables);
     json e = json::array();
-    for (const auto& q : p.evidence) e.push_back(query_json(q));
+    for (const auto& q : p.evidence)
+      e.push_back(query_json(q));
     b["evidence"] = std::move(e);
     json a = json::array();
-    for (const auto& x : p.anomalies) a.push_back(anomaly_json(x));
+    for (const auto& x : p.anomalies)
+      a.push_back(anomaly_json(x));
     b["anomalies"] = std::move(a);
     b["next_steps"] = strings(p.next_steps);
     b["notes"] = strings(p.notes);
     books.push_back(std::move(b));
   }
   j["playbooks"] = std::move(books);
-  json ch{{"text", safe(chain.text)}, {"root", chain.root ? anomaly_json(*chain.root) : json(nullptr)}};
+  json ch{{"text", safe(chain.text)},
+          {"root", chain.root ? anomaly_json(*chain.root) : json(nullptr)}};
   json effects = json::array(), symptoms = json::array();
-  for (const auto& a : chain.effects) effects.push_back(anomaly_json(a));
-  for (const auto& a : chain.symptoms) symptoms.push_back(anomaly_json(a));
+  for (const auto& a : chain.effects)
+    effects.push_back(anomaly_json(a));
+  for (const auto& a : chain.symptoms)
+    symptoms.push_back(anomaly_json(a));
   ch["effects"] = std::move(effects);
   ch["symptoms"] = std::move(symptoms);
   j["chain"] = std::move(ch);
-  j["correlation"] = {{"triage_class", correlation.triage_class}, {"stance", correlation.stance},
+  j["correlation"] = {{"triage_class", correlation.triage_class},
+                      {"stance", correlation.stance},
                       {"text", safe(correlation.text)}};
   json hw = json::array();
   for (const auto& v : hardware) {
@@ -164,14 +186,16 @@ json TsdbResult::to_json() const {
 std::vector<NodeVerdict> TsdbResult::node_verdicts() const {
   std::vector<NodeVerdict> out;
   for (const auto& v : hardware) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const NodeVerdict& n) { return n.host == v.host; });
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const NodeVerdict& n) { return n.host == v.host; });
     if (it == out.end()) {
       out.push_back(NodeVerdict{v.host, "degraded", {}, 0});
       it = out.end() - 1;
     }
     if (v.action == "drain") it->verdict = "drain-recommended";
     VerdictReason r;
-    r.reason = v.reason + " [" + v.metric + (v.source_trusted ? ", cluster Prometheus" : ", job TSDB: unverified") + "]";
+    r.reason = v.reason + " [" + v.metric +
+               (v.source_trusted ? ", cluster Prometheus" : ", job TSDB: unverified") + "]";
     r.action = v.action;
     it->reasons.push_back(std::move(r));
     if (v.first_seen) {

@@ -49,14 +49,23 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const std::string v = argv[i + 1];
-    if (a == "--hosts") hosts = std::stoi(v);
-    else if (a == "--gpus") gpus = std::stoi(v);
-    else if (a == "--hours") hours = std::stod(v);
-    else if (a == "--interval") interval = std::stod(v);
-    else if (a == "--cache") cache = v;
-    else if (a == "--runs") runs = std::stoi(v);
+    if (a == "--hosts")
+      hosts = std::stoi(v);
+    else if (a == "--gpus")
+      gpus = std::stoi(v);
+    else if (a == "--hours")
+      hours = std::stod(v);
+    else if (a == "--interval")
+      interval = std::stod(v);
+    else if (a == "--cache")
+      cache = v;
+    else if (a == "--runs")
+      runs = std::stoi(v);
     else {
-      std::fprintf(stderr, "usage: tsdb_bench [--hosts N] [--gpus N] [--hours H] [--interval S] [--cache DIR] [--runs N]\n");
+      (void)std::fprintf(
+          stderr,
+          "usage: tsdb_bench [--hosts N] [--gpus N] [--hours H] [--interval S] [--cache "
+          "DIR] [--runs N]\n");
       return 2;
     }
   }
@@ -64,7 +73,7 @@ int main(int argc, char** argv) {
   spec.hosts.clear();
   for (int h = 1; h <= hosts; ++h) {
     char name[32];
-    std::snprintf(name, sizeof name, "node%03d", h);
+    (void)std::snprintf(name, sizeof name, "node%03d", h);
     spec.hosts.emplace_back(name);
   }
   spec.gpus_per_host = gpus;
@@ -86,12 +95,13 @@ int main(int argc, char** argv) {
   });
 
   char key[128];
-  std::snprintf(key, sizeof key, "tsdb-%dx%d-%gh-%gs", hosts, gpus, hours, interval);
+  (void)std::snprintf(key, sizeof key, "tsdb-%dx%d-%gh-%gs", hosts, gpus, hours, interval);
   const std::string job = cache + "/" + key;
   const auto [series, samples] = sc.size();
   if (!fs::exists(job + "/complete")) {
-    std::printf("generating %s: %zu series, %zu samples (cached for later runs)...\n", key, series, samples);
-    std::fflush(stdout);
+    std::printf("generating %s: %zu series, %zu samples (cached for later runs)...\n", key, series,
+                samples);
+    (void)std::fflush(stdout);
     fs::remove_all(job);
     const auto t0 = std::chrono::steady_clock::now();
     sc.build_tsdb(job, job + "/work");
@@ -100,8 +110,9 @@ int main(int argc, char** argv) {
     std::printf("generated in %.1f s\n", seconds_since(t0));
   }
   const uint64_t bytes = tree_bytes(job + "/prometheus");
-  std::printf("TSDB: %d nodes x %d GPUs, %.0f h at %.0f s: %zu series, %zu samples, %.1f MiB of blocks\n", hosts,
-              gpus, hours, interval, series, samples, static_cast<double>(bytes) / (1 << 20));
+  std::printf(
+      "TSDB: %d nodes x %d GPUs, %.0f h at %.0f s: %zu series, %zu samples, %.1f MiB of blocks\n",
+      hosts, gpus, hours, interval, series, samples, static_cast<double>(bytes) / (1 << 20));
 
   triage::tsdb::TsdbRequest req;
   req.job_dir = job;
@@ -136,25 +147,30 @@ int main(int argc, char** argv) {
         ++nq;
       }
     }
-    std::printf("run %d: %.2f s end to end (copy %.0f MiB + prometheus ready in %.2f s; %d HTTP requests, %zu recorded "
-                "queries took %.2f s)\n",
-                r + 1, total, static_cast<double>(res.source.copied_bytes) / (1 << 20), res.source.startup_seconds,
-                res.queries, nq, query_s);
-    for (const auto& p : res.playbooks) std::printf("  playbook %d %-18s -> %s\n", p.number, p.id.c_str(), p.verdict.c_str());
+    std::printf(
+        "run %d: %.2f s end to end (copy %.0f MiB + prometheus ready in %.2f s; %d HTTP requests, "
+        "%zu recorded "
+        "queries took %.2f s)\n",
+        r + 1, total, static_cast<double>(res.source.copied_bytes) / (1 << 20),
+        res.source.startup_seconds, res.queries, nq, query_s);
+    for (const auto& p : res.playbooks)
+      std::printf("  playbook %d %-18s -> %s\n", p.number, p.id.c_str(), p.verdict.c_str());
     if (!res.available) {
-      for (const auto& n : res.notes) std::printf("  note: %s\n", n.c_str());
+      for (const auto& n : res.notes)
+        std::printf("  note: %s\n", n.c_str());
       return 1;
     }
   }
 
   // The floor: rg reading every byte of the same blocks, in the same run.
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string cmd = "rg -a -c --no-messages hw_gpu_power_watts '" + job + "/prometheus' > /dev/null 2>&1";
+  const std::string cmd =
+      "rg -a -c --no-messages hw_gpu_power_watts '" + job + "/prometheus' > /dev/null 2>&1";
   const int rc = std::system(cmd.c_str());
   const double rg_s = seconds_since(t0);
-  std::printf("rg over the same %.1f MiB of blocks: %.2f s (exit %d)\n", static_cast<double>(bytes) / (1 << 20), rg_s,
-              rc);
-  std::printf("full-mode analysis: %.2f s = %.1fx rg's read of the blocks; target < 60 s: %s\n", best,
-              rg_s > 0 ? best / rg_s : 0.0, best < 60 ? "met" : "MISSED");
+  std::printf("rg over the same %.1f MiB of blocks: %.2f s (exit %d)\n",
+              static_cast<double>(bytes) / (1 << 20), rg_s, rc);
+  std::printf("full-mode analysis: %.2f s = %.1fx rg's read of the blocks; target < 60 s: %s\n",
+              best, rg_s > 0 ? best / rg_s : 0.0, best < 60 ? "met" : "MISSED");
   return 0;
 }

@@ -27,7 +27,8 @@ class FakeHttp {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd_, 16) != 0) {
       throw std::runtime_error("fake http: cannot listen");
     }
     socklen_t len = sizeof a;
@@ -51,9 +52,11 @@ class FakeHttp {
   }
 
   // A complete HTTP/1.1 response.
-  static std::string response(int status, const std::string& body, const std::string& type = "application/json") {
+  static std::string response(int status, const std::string& body,
+                              const std::string& type = "application/json") {
     return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " + type +
-           "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+           "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+           body;
   }
   // Returned by a handler: keep the connection open and never answer.
   static std::string silence() { return "\x01silence"; }

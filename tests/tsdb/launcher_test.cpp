@@ -48,6 +48,11 @@ class LauncherTest : public TsdbTest {
     o.ready_timeout = std::chrono::milliseconds(30000);
     return o;
   }
+  // Copies the job's TSDB into the server's directory and starts it.
+  void serve_job(LocalPrometheus& lp) const {
+    copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
+    lp.start();
+  }
   void make_tsdb() {
     Scenario sc({.hosts = {"node001"}, .gpus_per_host = 1, .rdma_per_host = 1, .duration_s = 900});
     sc.build_tsdb(job_dir());
@@ -62,8 +67,7 @@ TEST_F(LauncherTest, ServesTheCopyOnLoopbackAndStopsByPid) {
     LocalPrometheus lp(options());
     scratch = lp.scratch_dir();
     EXPECT_EQ(fs::status(scratch).permissions() & fs::perms::all, fs::perms::owner_all);
-    copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
-    lp.start();
+    serve_job(lp);
     server = lp.server_pid();
     EXPECT_TRUE(running(server));
     EXPECT_EQ(lp.url().rfind("http://127.0.0.1:", 0), 0u);
@@ -87,8 +91,7 @@ TEST_F(LauncherTest, AnExceptionWhileQueryingStillStopsTheServerAndRemovesTheCop
   try {
     LocalPrometheus lp(options());
     scratch = lp.scratch_dir();
-    copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
-    lp.start();
+    serve_job(lp);
     server = lp.server_pid();
     throw std::runtime_error("a playbook blew up");
   } catch (const std::runtime_error&) {
@@ -107,12 +110,11 @@ TEST_F(LauncherTest, AnAnalyserKilledWithSigkillLeavesNoServerAndNoCopyBehind) {
     ::close(fds[0]);
     try {
       LocalPrometheus lp(options());
-      copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
-      lp.start();
-      const std::string msg = std::to_string(lp.server_pid()) + " " + std::to_string(lp.guardian_pid()) + " " +
-                              lp.scratch_dir() + "\n";
+      serve_job(lp);
+      const std::string msg = std::to_string(lp.server_pid()) + " " +
+                              std::to_string(lp.guardian_pid()) + " " + lp.scratch_dir() + "\n";
       (void)!::write(fds[1], msg.data(), msg.size());
-      ::raise(SIGKILL);  // no destructor, no atexit, nothing of ours runs
+      (void)::raise(SIGKILL);  // no destructor, no atexit, nothing of ours runs
     } catch (...) {
     }
     ::_exit(3);
@@ -121,7 +123,8 @@ TEST_F(LauncherTest, AnAnalyserKilledWithSigkillLeavesNoServerAndNoCopyBehind) {
   std::string msg;
   char buf[512];
   ssize_t n = 0;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
+    msg.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int st = 0;
   ::waitpid(child, &st, 0);
@@ -131,7 +134,8 @@ TEST_F(LauncherTest, AnAnalyserKilledWithSigkillLeavesNoServerAndNoCopyBehind) {
   std::string scratch;
   in >> server >> guardian >> scratch;
   ASSERT_GT(server, 0);
-  EXPECT_TRUE(wait_gone(server, scratch, 15'000'000)) << "server " << server << " or " << scratch << " outlived the analysis";
+  EXPECT_TRUE(wait_gone(server, scratch, 15'000'000))
+      << "server " << server << " or " << scratch << " outlived the analysis";
   EXPECT_TRUE(wait_gone(guardian, scratch, 5'000'000));
 }
 
@@ -152,8 +156,7 @@ TEST_F(LauncherTest, APortSomeoneHoldsIsNeverUsed) {
   o.port_hint = held;
   {
     LocalPrometheus lp(o);
-    copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
-    lp.start();
+    serve_job(lp);
     EXPECT_NE(lp.port(), held);
   }
   // The holder still owns its port.
@@ -183,13 +186,13 @@ TEST_F(LauncherTest, ACorruptTsdbIsReportedWithTheServersOwnWords) {
   const auto scan = scan_tsdb_dir(job_dir());
   ASSERT_FALSE(scan.blocks.empty());
   // A block whose index is garbage: Prometheus refuses to open the storage.
-  std::ofstream(job_dir() + "/prometheus/" + scan.blocks.front().ulid + "/index", std::ios::trunc) << "garbage";
+  std::ofstream(job_dir() + "/prometheus/" + scan.blocks.front().ulid + "/index", std::ios::trunc)
+      << "garbage";
   std::string scratch;
   try {
     LocalPrometheus lp(options());
     scratch = lp.scratch_dir();
-    copy_tsdb(scan_tsdb_dir(job_dir()), lp.data_dir(), {});
-    lp.start();
+    serve_job(lp);
     FAIL() << "prometheus accepted a garbage index";
   } catch (const LaunchError& e) {
     EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();

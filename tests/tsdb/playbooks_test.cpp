@@ -22,7 +22,17 @@ bool any_text(const PlaybookResult& p, const std::string& needle) {
   return p.summary.find(needle) != std::string::npos;
 }
 
-class PlaybookTest : public TsdbTest {};
+class PlaybookTest : public TsdbTest {
+ protected:
+  // The coordination service declared node002's tasks dead at 50 minutes (timeout 100 s).
+  TsdbRequest heartbeat_request(const Scenario& sc) const {
+    auto req = request(sc, "heartbeat-timeout");
+    req.failure_time = sc.at(3000);
+    req.heartbeat_timeout_s = 100;
+    req.accused_hosts = {"node002"};
+    return req;
+  }
+};
 
 // ---- Playbook 1: hang ----
 
@@ -82,8 +92,10 @@ TEST_F(PlaybookTest, ANodeThatStopsReportingWhileTheOthersWaitIsANodeDeath) {
 TEST_F(PlaybookTest, GpusStillDrawingTrainingPowerAreNotAHang) {
   Scenario sc({.hosts = {"node001", "node002"}, .stop_after_s = 2400});
   // A very long step (an evaluation pass): no new step, but the GPUs keep computing.
-  sc.set("hw_gpu_power_watts", [&](const SeriesKey& k, double t) -> Opt { return 885 + 10 * Scenario::jitter(k, t); });
-  sc.set("ray_node_gpus_utilization", [&](const SeriesKey& k, double t) -> Opt { return 97 + Scenario::jitter(k, t); });
+  sc.set("hw_gpu_power_watts",
+         [&](const SeriesKey& k, double t) -> Opt { return 885 + 10 * Scenario::jitter(k, t); });
+  sc.set("ray_node_gpus_utilization",
+         [&](const SeriesKey& k, double t) -> Opt { return 97 + Scenario::jitter(k, t); });
   sc.build_tsdb(job_dir());
   const auto res = analyse(request(sc, "hang"));
   const auto& p = playbook(res, "hang");
@@ -114,7 +126,8 @@ TEST_F(PlaybookTest, IdleGpusThatAreNotSpinningAreAHostSideStall) {
     return t >= stop ? Opt(262 + 3 * Scenario::jitter(k, t)) : power(k, t);
   });
   auto util = sc.base("ray_node_gpus_utilization");
-  sc.set("ray_node_gpus_utilization", [=](const SeriesKey& k, double t) -> Opt { return t >= stop ? Opt(0) : util(k, t); });
+  sc.set("ray_node_gpus_utilization",
+         [=](const SeriesKey& k, double t) -> Opt { return t >= stop ? Opt(0) : util(k, t); });
   sc.build_tsdb(job_dir());
   const auto res = analyse(request(sc, "hang"));
   const auto& p = playbook(res, "hang");
@@ -126,11 +139,7 @@ TEST_F(PlaybookTest, IdleGpusThatAreNotSpinningAreAHostSideStall) {
 TEST_F(PlaybookTest, AccusedTasksBusyTrainingAtTheHeartbeatStopAreAFalsePositive) {
   Scenario sc({.hosts = {"node001", "node002"}, .stop_after_s = 3000});
   sc.build_tsdb(job_dir());
-  auto req = request(sc, "heartbeat-timeout");
-  req.failure_time = sc.at(3000);
-  req.heartbeat_timeout_s = 100;
-  req.accused_hosts = {"node002"};
-  const auto res = analyse(req);
+  const auto res = analyse(heartbeat_request(sc));
   const auto& p = playbook(res, "heartbeat");
   EXPECT_EQ(p.verdict, "false-positive") << dump(res);
   EXPECT_EQ(res.correlation.stance, "confirms");
@@ -147,11 +156,7 @@ TEST_F(PlaybookTest, ATcpRetransmitSpikeOnTheAccusedHostMakesItANetworkFalsePosi
     return v + (std::min(t, hb_stop + 30) - (hb_stop - 150)) * 2500;
   });
   sc.build_tsdb(job_dir());
-  auto req = request(sc, "heartbeat-timeout");
-  req.failure_time = sc.at(3000);
-  req.heartbeat_timeout_s = 100;
-  req.accused_hosts = {"node002"};
-  const auto res = analyse(req);
+  const auto res = analyse(heartbeat_request(sc));
   const auto& p = playbook(res, "heartbeat");
   EXPECT_EQ(p.verdict, "false-positive-network") << dump(res);
 }
@@ -160,11 +165,7 @@ TEST_F(PlaybookTest, AnAccusedHostThatWentSilentBeforeTheTimeoutIsATruePositive)
   Scenario sc({.hosts = {"node001", "node002"}, .stop_after_s = 3000});
   sc.silence("node002", sc.at(3000 - 400));
   sc.build_tsdb(job_dir());
-  auto req = request(sc, "heartbeat-timeout");
-  req.failure_time = sc.at(3000);
-  req.heartbeat_timeout_s = 100;
-  req.accused_hosts = {"node002"};
-  const auto res = analyse(req);
+  const auto res = analyse(heartbeat_request(sc));
   const auto& p = playbook(res, "heartbeat");
   EXPECT_EQ(p.verdict, "true-positive") << dump(res);
   EXPECT_EQ(res.correlation.stance, "refutes");
@@ -174,7 +175,8 @@ TEST_F(PlaybookTest, AnAccusedHostThatWentSilentBeforeTheTimeoutIsATruePositive)
 
 TEST_F(PlaybookTest, MemorySpikesAtCheckpointSavesOnReplicaZeroEndInACheckpointOom) {
   // A checkpoint every 20 steps (~10 min); the save doubles the model in host RAM on node001.
-  Scenario sc({.hosts = {"node001", "node002", "node003"}, .checkpoint_period = 20, .stop_after_s = 3300});
+  Scenario sc(
+      {.hosts = {"node001", "node002", "node003"}, .checkpoint_period = 20, .stop_after_s = 3300});
   const double crash = sc.stop();
   const double gib = 1024.0 * 1024 * 1024;
   auto mem = sc.base("ray_node_mem_used");
@@ -189,7 +191,9 @@ TEST_F(PlaybookTest, MemorySpikesAtCheckpointSavesOnReplicaZeroEndInACheckpointO
     const bool final_save = sc.step_at(t) == last_ckpt;
     return v + (final_save ? 1060 : 560) * gib;  // 30% + 69% = 99% of 1.5 TiB on the last save
   });
-  sc.set("hw_oom_kills_total", [=](const SeriesKey& k, double t) -> Opt { return k.host == "node001" && t >= crash ? 3 : 2; });
+  sc.set("hw_oom_kills_total", [=](const SeriesKey& k, double t) -> Opt {
+    return k.host == "node001" && t >= crash ? 3 : 2;
+  });
   sc.build_tsdb(job_dir());
   auto req = request(sc, "oom-host");
   req.failure_time = crash;
@@ -247,7 +251,8 @@ TEST_F(PlaybookTest, AnUncorrectableEccErrorOnOneGpuIsAHardwareFaultOfThatGpu) {
   ASSERT_EQ(nv.size(), 1u);
   EXPECT_EQ(nv.front().verdict, "drain-recommended");
   // The since-boot correctable counts (37 per GPU) did not move: no CE finding anywhere.
-  for (const auto& v : res.hardware) EXPECT_EQ(v.metric.find("_ce_"), std::string::npos) << v.reason;
+  for (const auto& v : res.hardware)
+    EXPECT_EQ(v.metric.find("_ce_"), std::string::npos) << v.reason;
 }
 
 TEST_F(PlaybookTest, AFlatScrapeDurationMarksTheHostsHardwareDataAsGhostData) {
@@ -269,7 +274,9 @@ TEST_F(PlaybookTest, AFlatScrapeDurationMarksTheHostsHardwareDataAsGhostData) {
   EXPECT_TRUE(any_text(p, "ghost data")) << dump(res);
   EXPECT_TRUE(any_text(p, "exact same value")) << dump(res);
   bool named = false;
-  for (const auto& f : p.findings) named = named || (f.text.find("ghost") != std::string::npos && f.hosts == std::vector<std::string>{"node002"});
+  for (const auto& f : p.findings)
+    named = named || (f.text.find("ghost") != std::string::npos &&
+                      f.hosts == std::vector<std::string>{"node002"});
   EXPECT_TRUE(named);
 }
 
@@ -296,7 +303,8 @@ TEST_F(PlaybookTest, DmesgErrorsWithIntermittentTwelveSecondScrapesAreAnAmdgpuDr
   EXPECT_EQ(p.hosts, std::vector<std::string>{"node002"});
   ASSERT_EQ(res.hardware.size(), 1u) << dump(res);
   EXPECT_EQ(res.hardware.front().action, "reboot-at-job-boundary");
-  EXPECT_NE(res.hardware.front().reason.find("timed out"), std::string::npos) << res.hardware.front().reason;
+  EXPECT_NE(res.hardware.front().reason.find("timed out"), std::string::npos)
+      << res.hardware.front().reason;
 }
 
 // ---- Playbook 6: network ----
@@ -310,11 +318,14 @@ TEST_F(PlaybookTest, RdmaRetryExhaustionRanksFirstAndTcpOnlyNodesAreNeverExclude
   });
   auto retx = sc.base("hw_rdma_tx_retx_pkts_total");
   sc.set("hw_rdma_tx_retx_pkts_total", [=](const SeriesKey& k, double t) -> Opt {
-    return k.host == "node002" && k.device == "mlx5_1" && t >= t0 ? *retx(k, t) + (t - t0) * 200 : *retx(k, t);
+    return k.host == "node002" && k.device == "mlx5_1" && t >= t0 ? *retx(k, t) + (t - t0) * 200
+                                                                  : *retx(k, t);
   });
   auto ack = sc.base("hw_rdma_tx_ack_timeout_total");
   sc.set("hw_rdma_tx_ack_timeout_total", [=](const SeriesKey& k, double t) -> Opt {
-    return k.host == "node002" && k.device == "mlx5_1" && t >= t0 ? *ack(k, t) + std::floor((t - t0) / 300) : *ack(k, t);
+    return k.host == "node002" && k.device == "mlx5_1" && t >= t0
+               ? *ack(k, t) + std::floor((t - t0) / 300)
+               : *ack(k, t);
   });
   auto tcp = sc.base("hw_tcp_retransmits_total");
   sc.set("hw_tcp_retransmits_total", [=](const SeriesKey& k, double t) -> Opt {
@@ -361,9 +372,11 @@ TEST_F(PlaybookTest, ANanLossIsTheRootCauseAndCheckpointStepsAreNotAnomalies) {
   EXPECT_EQ(p.verdict, "loss-divergence") << dump(res);
   ASSERT_TRUE(res.chain.root.has_value());
   EXPECT_EQ(res.chain.root->domain, "training");
-  EXPECT_NE(res.chain.root->text.find("step " + std::to_string(bad)), std::string::npos) << res.chain.root->text;
+  EXPECT_NE(res.chain.root->text.find("step " + std::to_string(bad)), std::string::npos)
+      << res.chain.root->text;
   EXPECT_TRUE(any_text(p, "checkpoint saves: expected")) << dump(res);
-  for (const auto& a : p.anomalies) EXPECT_NE(a.metric, "tb_perf_step_time_seconds") << a.text;
+  for (const auto& a : p.anomalies)
+    EXPECT_NE(a.metric, "tb_perf_step_time_seconds") << a.text;
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 namespace triage::tsdb::testing {
 namespace {
 
-std::string ok(const std::string& data) { return FakeHttp::response(200, R"({"status":"success","data":)" + data + "}"); }
+std::string ok(const std::string& data) {
+  return FakeHttp::response(200, R"({"status":"success","data":)" + data + "}");
+}
 
 TEST(PromClient, NanAndInfinityArriveAsStringsAndParse) {
   FakeHttp srv([](const std::string&) {
@@ -45,14 +47,16 @@ TEST(PromClient, QueriesArePostedWithTheirBracketsEncoded) {
   const auto reqs = srv.requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].rfind("POST /api/v1/query_range ", 0), 0u) << reqs[0];
-  EXPECT_NE(reqs[0].find("query=rate%28hw_tcp_retransmits_total%5B5m%5D%29"), std::string::npos) << reqs[0];
+  EXPECT_NE(reqs[0].find("query=rate%28hw_tcp_retransmits_total%5B5m%5D%29"), std::string::npos)
+      << reqs[0];
   EXPECT_NE(reqs[0].find("start=100.000"), std::string::npos);
   EXPECT_NE(reqs[0].find("step=15.000"), std::string::npos);
 }
 
 TEST(PromClient, ARangeSelectorAnswersWithTheRawSamples) {
   FakeHttp srv([](const std::string&) {
-    return ok(R"({"resultType":"matrix","result":[{"metric":{"host":"a"},"values":[[10,"1"],[25,"2"],[40,"NaN"]]}]})");
+    return ok(
+        R"({"resultType":"matrix","result":[{"metric":{"host":"a"},"values":[[10,"1"],[25,"2"],[40,"NaN"]]}]})");
   });
   PromClient c(srv.url());
   const auto r = c.query("tb_step{host=\"a\"}[1m]", 40);
@@ -64,7 +68,9 @@ TEST(PromClient, ARangeSelectorAnswersWithTheRawSamples) {
 
 TEST(PromClient, AnApiErrorNamesTheQueryAndTheServersReason) {
   FakeHttp srv([](const std::string&) {
-    return FakeHttp::response(400, R"({"status":"error","errorType":"bad_data","error":"1:6: parse error: unexpected \"[\""})");
+    return FakeHttp::response(
+        400,
+        R"({"status":"error","errorType":"bad_data","error":"1:6: parse error: unexpected \"[\""})");
   });
   PromClient c(srv.url());
   try {
@@ -79,7 +85,9 @@ TEST(PromClient, AnApiErrorNamesTheQueryAndTheServersReason) {
 }
 
 TEST(PromClient, AProxyErrorPageIsAnHttpErrorWithItsStatus) {
-  FakeHttp srv([](const std::string&) { return FakeHttp::response(502, "<html>Bad Gateway</html>", "text/html"); });
+  FakeHttp srv([](const std::string&) {
+    return FakeHttp::response(502, "<html>Bad Gateway</html>", "text/html");
+  });
   PromClient c(srv.url());
   try {
     c.tsdb_status();
@@ -121,7 +129,9 @@ TEST(PromClient, NobodyListeningIsAConnectionError) {
 
 TEST(PromClient, AnAnswerOverTheSizeCapIsRefused) {
   const std::string big(4096, 'x');
-  FakeHttp srv([&](const std::string&) { return ok(R"({"resultType":"string","result":[1,")" + big + R"("]})"); });
+  FakeHttp srv([&](const std::string&) {
+    return ok(R"({"resultType":"string","result":[1,")" + big + R"("]})");
+  });
   PromClient c(srv.url(), {std::chrono::milliseconds(1000), std::chrono::milliseconds(5000), 1024});
   try {
     c.query("x", 1);

@@ -31,7 +31,8 @@ class ReportTest : public TsdbTest {
  protected:
   // A hang on two nodes, one of them with a name nobody should paste into Markdown or SVG raw.
   void make_hang(const std::vector<std::string>& hosts = {"node001", "evil<b>|`x*"}) {
-    sc_ = std::make_unique<Scenario>(ScenarioSpec{.hosts = hosts, .checkpoint_period = 20, .stop_after_s = 2400});
+    sc_ = std::make_unique<Scenario>(
+        ScenarioSpec{.hosts = hosts, .checkpoint_period = 20, .stop_after_s = 2400});
     sc_->build_tsdb(job_dir());
   }
   std::unique_ptr<Scenario> sc_;
@@ -80,9 +81,14 @@ TEST_F(ReportTest, TheMarkdownFollowsTheDiagnosisLayoutAndEscapesWhatTheTsdbSays
   make_hang();
   const auto res = analyse(request(*sc_, "hang"));
   const std::string md = res.render_markdown({"tsdb-timeline.svg", 2});
-  const std::vector<std::string> order = {"## TSDB Diagnosis:", "**Analysis type:** hang", "**Time window:**",
-                                          "**Nodes:** 2",       "### Findings",             "### Metric evidence",
-                                          "### Anomalies detected", "### Correlation with triage",
+  const std::vector<std::string> order = {"## TSDB Diagnosis:",
+                                          "**Analysis type:** hang",
+                                          "**Time window:**",
+                                          "**Nodes:** 2",
+                                          "### Findings",
+                                          "### Metric evidence",
+                                          "### Anomalies detected",
+                                          "### Correlation with triage",
                                           "### Recommended next steps"};
   size_t pos = 0;
   for (const auto& h : order) {
@@ -92,7 +98,8 @@ TEST_F(ReportTest, TheMarkdownFollowsTheDiagnosisLayoutAndEscapesWhatTheTsdbSays
   }
   EXPECT_NE(md.find("![TSDB timeline"), std::string::npos);
   EXPECT_NE(md.find("busy-wait-hang"), std::string::npos);
-  EXPECT_EQ(md.find("evil<b>"), std::string::npos) << "raw HTML from a label value reached the report";
+  EXPECT_EQ(md.find("evil<b>"), std::string::npos)
+      << "raw HTML from a label value reached the report";
   EXPECT_EQ(md.find("|`x*"), std::string::npos);
 }
 
@@ -125,24 +132,45 @@ TEST_F(ReportTest, TheCommandRunsThePlaybooksEndToEnd) {
   make_hang({"node001", "node002"});
   const std::string svg = dir_ + "/timeline.svg";
   std::string out;
-  const int rc = run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--hosts", "node[001-002]",
-                              "--start", std::to_string(sc_->start()), "--end", std::to_string(sc_->end()),
-                              "--last-step", std::to_string(sc_->last_step()), "--last-step-time",
-                              std::to_string(sc_->last_step_time()), "--checkpoint-period", "20", "--scratch",
-                              dir_ + "/scratch", "--rules", TSDB_RULES_DIR, "--format", "json", "--svg", svg},
+  const int rc = run_program({SLURM_TRIAGE_BIN,
+                              "tsdb",
+                              job_dir(),
+                              "--class",
+                              "hang",
+                              "--hosts",
+                              "node[001-002]",
+                              "--start",
+                              std::to_string(sc_->start()),
+                              "--end",
+                              std::to_string(sc_->end()),
+                              "--last-step",
+                              std::to_string(sc_->last_step()),
+                              "--last-step-time",
+                              std::to_string(sc_->last_step_time()),
+                              "--checkpoint-period",
+                              "20",
+                              "--scratch",
+                              dir_ + "/scratch",
+                              "--rules",
+                              TSDB_RULES_DIR,
+                              "--format",
+                              "json",
+                              "--svg",
+                              svg},
                              &out);
   ASSERT_EQ(rc, 0) << out;
   const json j = json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["source"]["kind"], "job-tsdb");
   bool hang = false;
-  for (const auto& p : j["playbooks"]) hang = hang || (p["id"] == "hang" && p["verdict"] == "busy-wait-hang");
+  for (const auto& p : j["playbooks"])
+    hang = hang || (p["id"] == "hang" && p["verdict"] == "busy-wait-hang");
   EXPECT_TRUE(hang) << out;
   EXPECT_TRUE(fs::exists(svg));
   EXPECT_TRUE(fs::is_empty(dir_ + "/scratch"));
 
   // The wrong database: exit 1, no diagnosis.
-  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--last-step", "3", "--scratch",
-                         dir_ + "/scratch"},
+  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--last-step", "3",
+                         "--scratch", dir_ + "/scratch"},
                         &out),
             1)
       << out;
@@ -150,7 +178,8 @@ TEST_F(ReportTest, TheCommandRunsThePlaybooksEndToEnd) {
   // Usage errors name the problem: exit 2.
   EXPECT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--playbook", "9"}, &out), 2);
   EXPECT_NE(out.find("1 to 7"), std::string::npos) << out;
-  EXPECT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--start", "yesterday-ish"}, &out), 2);
+  EXPECT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--start", "yesterday-ish"}, &out),
+            2);
   EXPECT_NE(out.find("--start"), std::string::npos) << out;
   EXPECT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", "--help"}, &out), 0);
   EXPECT_NE(out.find("--svg FILE"), std::string::npos);
@@ -171,8 +200,8 @@ TEST_F(ReportTest, RunAsRootTheCommandReadsTheJobDirectoryAsItsOwner) {
   ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
   fs::permissions(dir_ + "/scratch", fs::perms::all | fs::perms::sticky_bit);
   std::string out;
-  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--scratch", dir_ + "/scratch",
-                         "--rules", TSDB_RULES_DIR, "--format", "json"},
+  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--scratch",
+                         dir_ + "/scratch", "--rules", TSDB_RULES_DIR, "--format", "json"},
                         &out),
             0)
       << out;
@@ -182,8 +211,8 @@ TEST_F(ReportTest, RunAsRootTheCommandReadsTheJobDirectoryAsItsOwner) {
 
   // Given back to its owner, the same directory is read (as nobody) and diagnosed.
   ASSERT_EQ(::chown((job_dir() + "/prometheus").c_str(), nobody, nobody), 0);
-  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--scratch", dir_ + "/scratch",
-                         "--rules", TSDB_RULES_DIR, "--format", "json"},
+  ASSERT_EQ(run_program({SLURM_TRIAGE_BIN, "tsdb", job_dir(), "--class", "hang", "--scratch",
+                         dir_ + "/scratch", "--rules", TSDB_RULES_DIR, "--format", "json"},
                         &out),
             0)
       << out;
@@ -191,7 +220,8 @@ TEST_F(ReportTest, RunAsRootTheCommandReadsTheJobDirectoryAsItsOwner) {
   EXPECT_TRUE(ok["available"].get<bool>()) << out;
   EXPECT_TRUE(fs::is_empty(dir_ + "/scratch"));
   // Cleanup as root (the copy was made as nobody and already removed).
-  for (const auto& e : fs::recursive_directory_iterator(dir_)) ::lchown(e.path().c_str(), 0, 0);
+  for (const auto& e : fs::recursive_directory_iterator(dir_))
+    ::lchown(e.path().c_str(), 0, 0);
 }
 
 TEST(TsdbConfig, TriageConfKeysFillTheRequest) {

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
@@ -90,7 +90,8 @@ class Out {
 }  // namespace
 
 double Scenario::jitter(const SeriesKey& k, double t, uint64_t salt) {
-  const uint64_t h = mix(k.id ^ mix(static_cast<uint64_t>(std::llround(t * 1000)) ^ (salt * 0x9e3779b97f4a7c15ULL)));
+  const uint64_t h = mix(
+      k.id ^ mix(static_cast<uint64_t>(std::llround(t * 1000)) ^ (salt * 0x9e3779b97f4a7c15ULL)));
   return static_cast<double>(h % 2000001) / 1000000.0 - 1.0;
 }
 
@@ -105,7 +106,8 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
   double t = spec_.start + spec_.step_time_s * 2;  // startup (compilation) before the first step
   for (int64_t s = spec_.first_step;; ++s) {
     double dt = spec_.step_time_s;
-    if (spec_.checkpoint_period && s > 0 && (s - 1) % *spec_.checkpoint_period == 0 && s - 1 >= *spec_.checkpoint_period) {
+    if (spec_.checkpoint_period && s > 0 && (s - 1) % *spec_.checkpoint_period == 0 &&
+        s - 1 >= *spec_.checkpoint_period) {
       dt += spec_.checkpoint_extra_s;  // the step after a checkpoint step waits for the save
     }
     if (s > spec_.first_step) t += dt;
@@ -119,26 +121,37 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
   auto in_ckpt = [this](double tt) { return in_checkpoint(tt); };
 
   // GPU metrics.
-  add("hw_gpu_power_watts", "gauge", Per::kGpu, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    if (!training(tt)) return busy + 6 * jitter(k, tt, 1);
-    if (in_ckpt(tt)) return 420 + 20 * jitter(k, tt, 1);
-    return P + 15 * jitter(k, tt, 1);
-  });
+  add("hw_gpu_power_watts", "gauge", Per::kGpu,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        if (!training(tt)) return busy + 6 * jitter(k, tt, 1);
+        if (in_ckpt(tt)) return 420 + 20 * jitter(k, tt, 1);
+        return P + 15 * jitter(k, tt, 1);
+      });
   add("hw_gpu_temperature_celsius", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return (training(tt) ? 72 : 58) + 3 * jitter(k, tt, 2); });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return (training(tt) ? 72 : 58) + 3 * jitter(k, tt, 2);
+      });
   add("hw_gpu_clock_mhz", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return 2100 + 30 * jitter(k, tt, 3); }, {{"type", "sclk"}});
-  add("hw_gpu_vram_used_bytes", "gauge", Per::kGpu, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return std::round((spec_.vram_total_gib * 0.78 + 2 * jitter(k, tt, 4)) * kGiB);
-  });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return 2100 + 30 * jitter(k, tt, 3);
+      },
+      {{"type", "sclk"}});
+  add("hw_gpu_vram_used_bytes", "gauge", Per::kGpu,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return std::round((spec_.vram_total_gib * 0.78 + 2 * jitter(k, tt, 4)) * kGiB);
+      });
   add("hw_gpu_vram_total_bytes", "gauge", Per::kGpu,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return spec_.vram_total_gib * kGiB; });
+      [=, this](const SeriesKey&, double) -> std::optional<double> {
+        return spec_.vram_total_gib * kGiB;
+      });
   // Error counters count since boot: large, constant values that a job must never read as its own.
   for (const char* block : {"umc", "xgmi", "gfx", "mmhub", "sdma"}) {
     for (const char* kind : {"ue", "ce"}) {
       const double base = std::string(kind) == "ce" && std::string(block) == "umc" ? 37 : 0;
       add(std::string("hw_gpu_ras_") + block + "_" + kind + "_total", "counter", Per::kGpu,
-          [=, this](const SeriesKey& k, double) -> std::optional<double> { return base * (k.gpu + 1); });
+          [=, this](const SeriesKey& k, double) -> std::optional<double> {
+            return base * (k.gpu + 1);
+          });
     }
   }
   for (const char* kind : {"correctable", "nonfatal", "fatal"}) {
@@ -146,34 +159,43 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
     add(std::string("hw_gpu_pcie_") + kind + "_total", "counter", Per::kGpu,
         [=, this](const SeriesKey&, double) -> std::optional<double> { return base; });
   }
-  add("ray_node_gpus_utilization", "gauge", Per::kGpu, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    if (!training(tt)) return 100.0;
-    if (in_ckpt(tt)) return 20 + 5 * jitter(k, tt, 5);
-    return 97 + 2 * jitter(k, tt, 5);
-  });
+  add("ray_node_gpus_utilization", "gauge", Per::kGpu,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        if (!training(tt)) return 100.0;
+        if (in_ckpt(tt)) return 20 + 5 * jitter(k, tt, 5);
+        return 97 + 2 * jitter(k, tt, 5);
+      });
 
   // Host and network metrics.
   const double t0 = spec_.start;
   for (const char* dir : {"rx", "tx"}) {
     add(std::string("hw_net_") + dir + "_bytes_total", "counter", Per::kNic,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> { return 5e12 + (tt - t0) * 2e8; });
+        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+          return 5e12 + (tt - t0) * 2e8;
+        });
     add(std::string("hw_net_") + dir + "_errors_total", "counter", Per::kNic,
         [=, this](const SeriesKey&, double) -> std::optional<double> { return 3; });
     add(std::string("hw_net_") + dir + "_drop_total", "counter", Per::kNic,
         [=, this](const SeriesKey&, double) -> std::optional<double> { return 120; });
   }
-  add("hw_tcp_retransmits_total", "counter", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return std::floor(4.1e6 + (tt - t0) * 0.5 + (k.host_index % 3));
-  });
-  for (const char* m : {"hw_tcp_listen_overflows_total", "hw_tcp_listen_drops_total", "hw_tcp_estab_resets_total",
-                        "hw_tcp_abort_on_timeout_total"}) {
-    add(m, "counter", Per::kHost, [=, this](const SeriesKey&, double) -> std::optional<double> { return 42; });
+  add("hw_tcp_retransmits_total", "counter", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return std::floor(4.1e6 + (tt - t0) * 0.5 + (k.host_index % 3));
+      });
+  for (const char* m : {"hw_tcp_listen_overflows_total", "hw_tcp_listen_drops_total",
+                        "hw_tcp_estab_resets_total", "hw_tcp_abort_on_timeout_total"}) {
+    add(m, "counter", Per::kHost,
+        [=, this](const SeriesKey&, double) -> std::optional<double> { return 42; });
   }
   for (const char* dir : {"rx", "tx"}) {
     add(std::string("hw_rdma_") + dir + "_bytes_total", "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> { return 8e14 + (tt - t0) * 2.5e10; });
+        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+          return 8e14 + (tt - t0) * 2.5e10;
+        });
     add(std::string("hw_rdma_") + dir + "_pkts_total", "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> { return 2e11 + (tt - t0) * 6e6; });
+        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+          return 2e11 + (tt - t0) * 6e6;
+        });
     add(std::string("hw_rdma_") + dir + "_cnp_pkts_total", "counter", Per::kRdma,
         [=, this](const SeriesKey&, double) -> std::optional<double> { return 51234; });
   }
@@ -184,85 +206,121 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
       [=, this](const SeriesKey&, double) -> std::optional<double> { return 3.6e11; });
   for (const char* m : {"hw_rdma_tx_ack_timeout_total", "hw_rdma_req_rx_cqe_err_total",
                         "hw_rdma_req_tx_retry_excd_err_total"}) {
-    add(m, "counter", Per::kRdma, [=, this](const SeriesKey&, double) -> std::optional<double> { return 17; });
+    add(m, "counter", Per::kRdma,
+        [=, this](const SeriesKey&, double) -> std::optional<double> { return 17; });
   }
-  add("hw_rdma_port_state", "gauge", Per::kRdma, [=, this](const SeriesKey&, double) -> std::optional<double> { return 1; });
+  add("hw_rdma_port_state", "gauge", Per::kRdma,
+      [=, this](const SeriesKey&, double) -> std::optional<double> { return 1; });
   add("hw_procs_running", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return std::round(38 + 3 * jitter(k, tt, 6)); });
-  add("hw_procs_blocked", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return in_ckpt(tt) && k.host_index == 0 ? 14 : std::round(1 + jitter(k, tt, 7));
-  });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return std::round(38 + 3 * jitter(k, tt, 6));
+      });
+  add("hw_procs_blocked", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return in_ckpt(tt) && k.host_index == 0 ? 14 : std::round(1 + jitter(k, tt, 7));
+      });
   add("hw_context_switches_total", "counter", Per::kHost,
-      [=, this](const SeriesKey&, double tt) -> std::optional<double> { return 9e9 + (tt - t0) * 2e5; });
-  add("hw_oom_kills_total", "counter", Per::kHost, [=, this](const SeriesKey&, double) -> std::optional<double> { return 2; });
-  add("hw_mem_dirty_bytes", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return std::round((in_ckpt(tt) && k.host_index == 0 ? 6e9 : 1.2e8) * (1 + 0.1 * jitter(k, tt, 8)));
-  });
-  add("hw_mem_writeback_bytes", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return in_ckpt(tt) && k.host_index == 0 ? 2e9 : 0;
-  });
-  add("hw_io_pressure_some_pct", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return in_ckpt(tt) && k.host_index == 0 ? 70 : 1.0 + 0.5 * jitter(k, tt, 9);
-  });
-  add("hw_io_pressure_full_pct", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return in_ckpt(tt) && k.host_index == 0 ? 55 : 0.4 + 0.3 * jitter(k, tt, 10);
-  });
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        return 9e9 + (tt - t0) * 2e5;
+      });
+  add("hw_oom_kills_total", "counter", Per::kHost,
+      [=, this](const SeriesKey&, double) -> std::optional<double> { return 2; });
+  add("hw_mem_dirty_bytes", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return std::round((in_ckpt(tt) && k.host_index == 0 ? 6e9 : 1.2e8) *
+                          (1 + 0.1 * jitter(k, tt, 8)));
+      });
+  add("hw_mem_writeback_bytes", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return in_ckpt(tt) && k.host_index == 0 ? 2e9 : 0;
+      });
+  add("hw_io_pressure_some_pct", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return in_ckpt(tt) && k.host_index == 0 ? 70 : 1.0 + 0.5 * jitter(k, tt, 9);
+      });
+  add("hw_io_pressure_full_pct", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return in_ckpt(tt) && k.host_index == 0 ? 55 : 0.4 + 0.3 * jitter(k, tt, 10);
+      });
   add("hw_io_pressure_some_avg300_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return 1.0 + 0.2 * jitter(k, tt, 11); });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return 1.0 + 0.2 * jitter(k, tt, 11);
+      });
   add("hw_io_pressure_full_avg300_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return 0.4 + 0.1 * jitter(k, tt, 12); });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return 0.4 + 0.1 * jitter(k, tt, 12);
+      });
   add("hw_io_pressure_full_total_us", "unknown", Per::kHost,
-      [=, this](const SeriesKey&, double tt) -> std::optional<double> { return 7e11 + (tt - t0) * 4000; });
-  add("hw_dmesg_gpu_errors_total", "counter", Per::kHost, [=, this](const SeriesKey&, double) -> std::optional<double> { return 0; });
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        return 7e11 + (tt - t0) * 4000;
+      });
+  add("hw_dmesg_gpu_errors_total", "counter", Per::kHost,
+      [=, this](const SeriesKey&, double) -> std::optional<double> { return 0; });
   add("hw_gpu_user_processes", "gauge", Per::kHost,
       [=, this](const SeriesKey&, double) -> std::optional<double> { return spec_.gpus_per_host; });
   add("hw_scrape_duration_seconds", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return 0.12 + 0.05 * jitter(k, tt, 13); });
-  add("ray_node_mem_used", "gauge", Per::kHost, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    return std::round((spec_.host_mem_total_gib * 0.3 + 4 * jitter(k, tt, 14)) * kGiB);
-  });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return 0.12 + 0.05 * jitter(k, tt, 13);
+      });
+  add("ray_node_mem_used", "gauge", Per::kHost,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return std::round((spec_.host_mem_total_gib * 0.3 + 4 * jitter(k, tt, 14)) * kGiB);
+      });
   add("ray_node_mem_total", "gauge", Per::kHost,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return spec_.host_mem_total_gib * kGiB; });
+      [=, this](const SeriesKey&, double) -> std::optional<double> {
+        return spec_.host_mem_total_gib * kGiB;
+      });
   add("ray_node_cpu_utilization", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> { return 31 + 4 * jitter(k, tt, 15); });
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        return 31 + 4 * jitter(k, tt, 15);
+      });
 
   // Training metrics, from the first host; after training stops the bridge fills with stale values.
-  auto fill = [this](double tt) { return tt >= stop() && !steps_.empty() && tt > steps_.back().second; };
-  add("tb_step", "gauge", Per::kTb, [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-    auto s = step_at(tt);
-    if (!s) return std::nullopt;
-    return static_cast<double>(*s);
-  });
-  add("tb_metrics_plugin_staleness_fill", "gauge", Per::kTb, [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-    if (!step_at(tt)) return std::nullopt;
-    return fill(tt) ? 1 : 0;
-  });
-  add("tb_learning_loss", "gauge", Per::kTb, [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-    auto s = step_at(tt);
-    if (!s) return std::nullopt;
-    return loss_of(*s);
-  });
-  add("tb_learning_grad_norm", "gauge", Per::kTb, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    auto s = step_at(tt);
-    if (!s) return std::nullopt;
-    return 0.9 + 0.05 * jitter(k, static_cast<double>(*s), 16);
-  });
-  add("tb_learning_raw_grad_norm", "gauge", Per::kTb, [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
-    auto s = step_at(tt);
-    if (!s) return std::nullopt;
-    return 1.1 + 0.05 * jitter(k, static_cast<double>(*s), 17);
-  });
-  add("tb_learning_current_learning_rate", "gauge", Per::kTb, [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-    if (!step_at(tt)) return std::nullopt;
-    return 3e-4;
-  });
+  auto fill = [this](double tt) {
+    return tt >= stop() && !steps_.empty() && tt > steps_.back().second;
+  };
+  add("tb_step", "gauge", Per::kTb,
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        auto s = step_at(tt);
+        if (!s) return std::nullopt;
+        return static_cast<double>(*s);
+      });
+  add("tb_metrics_plugin_staleness_fill", "gauge", Per::kTb,
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        if (!step_at(tt)) return std::nullopt;
+        return fill(tt) ? 1 : 0;
+      });
+  add("tb_learning_loss", "gauge", Per::kTb,
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        auto s = step_at(tt);
+        if (!s) return std::nullopt;
+        return loss_of(*s);
+      });
+  add("tb_learning_grad_norm", "gauge", Per::kTb,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        auto s = step_at(tt);
+        if (!s) return std::nullopt;
+        return 0.9 + 0.05 * jitter(k, static_cast<double>(*s), 16);
+      });
+  add("tb_learning_raw_grad_norm", "gauge", Per::kTb,
+      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+        auto s = step_at(tt);
+        if (!s) return std::nullopt;
+        return 1.1 + 0.05 * jitter(k, static_cast<double>(*s), 17);
+      });
+  add("tb_learning_current_learning_rate", "gauge", Per::kTb,
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        if (!step_at(tt)) return std::nullopt;
+        return 3e-4;
+      });
   add("tb_perf_step_time_seconds", "gauge", Per::kTb,
       [=, this](const SeriesKey&, double tt) -> std::optional<double> { return step_time_at(tt); });
-  add("tb_perf_per_device_tokens_per_sec", "gauge", Per::kTb, [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-    auto st = step_time_at(tt);
-    if (!st) return std::nullopt;
-    return std::round(8192.0 * 30 / *st);
-  });
+  add("tb_perf_per_device_tokens_per_sec", "gauge", Per::kTb,
+      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        auto st = step_time_at(tt);
+        if (!st) return std::nullopt;
+        return std::round(8192.0 * 30 / *st);
+      });
 }
 
 double Scenario::stop() const {
@@ -290,8 +348,9 @@ void Scenario::silence(const std::string& host, double from) {
 }
 
 int64_t Scenario::last_index(double t) const {
-  const auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
-                                   [](double v, const std::pair<int64_t, double>& s) { return v < s.second; });
+  const auto it =
+      std::upper_bound(steps_.begin(), steps_.end(), t,
+                       [](double v, const std::pair<int64_t, double>& s) { return v < s.second; });
   return static_cast<int64_t>(it - steps_.begin()) - 1;
 }
 
@@ -316,8 +375,12 @@ double Scenario::loss_of(int64_t step) const {
   return std::round((base + 0.02 * jitter(k, static_cast<double>(step), 18)) * 10000) / 10000;
 }
 
-int64_t Scenario::last_step() const { return steps_.empty() ? -1 : steps_.back().first; }
-double Scenario::last_step_time() const { return steps_.empty() ? start() : steps_.back().second; }
+int64_t Scenario::last_step() const {
+  return steps_.empty() ? -1 : steps_.back().first;
+}
+double Scenario::last_step_time() const {
+  return steps_.empty() ? start() : steps_.back().second;
+}
 
 void Scenario::add(const std::string& name, const std::string& type, Per per, ValueFn fn,
                    std::vector<std::pair<std::string, std::string>> labels) {
@@ -349,7 +412,9 @@ void Scenario::remove(const std::string& name) {
   std::erase_if(metrics_, [&](const Metric& m) { return m.name == name; });
 }
 
-bool Scenario::has(const std::string& name) const { return find(name) != nullptr; }
+bool Scenario::has(const std::string& name) const {
+  return find(name) != nullptr;
+}
 
 ValueFn Scenario::base(const std::string& name) const {
   auto it = defaults_.find(name);
@@ -389,26 +454,29 @@ std::vector<SeriesKey> Scenario::keys(Per per) const {
         break;
     }
   }
-  for (auto& k : out) k.id = mix(hash_str(k.host) ^ mix(static_cast<uint64_t>(k.gpu + 7)) ^ hash_str(k.device));
+  for (auto& k : out)
+    k.id = mix(hash_str(k.host) ^ mix(static_cast<uint64_t>(k.gpu + 7)) ^ hash_str(k.device));
   return out;
 }
 
 std::pair<size_t, size_t> Scenario::size() const {
   size_t series = 0;
-  for (const auto& m : metrics_) series += keys(m.per).size();
+  for (const auto& m : metrics_)
+    series += keys(m.per).size();
   const auto samples = static_cast<size_t>(std::ceil(spec_.duration_s / spec_.interval_s));
   return {series, series * samples};
 }
 
-void Scenario::write_openmetrics(const std::string& path, std::optional<double> from, std::optional<double> to) const {
+void Scenario::write_openmetrics(const std::string& path, std::optional<double> from,
+                                 std::optional<double> to) const {
   Out out(path);
   const double lo = from.value_or(start());
   const double hi = to.value_or(end());
   for (const auto& m : metrics_) {
-    const std::string family =
-        m.type == "counter" && m.name.size() > 6 && m.name.compare(m.name.size() - 6, 6, "_total") == 0
-            ? m.name.substr(0, m.name.size() - 6)
-            : m.name;
+    const std::string family = m.type == "counter" && m.name.size() > 6 &&
+                                       m.name.compare(m.name.size() - 6, 6, "_total") == 0
+                                   ? m.name.substr(0, m.name.size() - 6)
+                                   : m.name;
     out.put("# TYPE ");
     out.put(family);
     out.put(" ");
@@ -416,7 +484,8 @@ void Scenario::write_openmetrics(const std::string& path, std::optional<double> 
     out.put("\n");
     for (const auto& k : keys(m.per)) {
       // The label block of this series, built once.
-      std::string head = m.name + "{" + spec_.host_label + "=\"" + k.host + spec_.host_suffix + "\"";
+      std::string head =
+          m.name + "{" + spec_.host_label + "=\"" + k.host + spec_.host_suffix + "\"";
       if (k.gpu >= 0) {
         head += m.name == "ray_node_gpus_utilization" ? ",GpuIndex=\"" : ",gpu=\"";
         head += std::to_string(k.gpu) + "\"";
@@ -426,7 +495,8 @@ void Scenario::write_openmetrics(const std::string& path, std::optional<double> 
       }
       if (!k.device.empty()) head += ",device=\"" + k.device + "\"";
       if (!k.port.empty()) head += ",port=\"" + k.port + "\"";
-      for (const auto& [lk, lv] : m.labels) head += "," + lk + "=\"" + lv + "\"";
+      for (const auto& [lk, lv] : m.labels)
+        head += "," + lk + "=\"" + lv + "\"";
       head += "} ";
       // Samples on the scrape grid, in time order.
       const auto first = static_cast<int64_t>(std::ceil((lo - start()) / spec_.interval_s - 1e-9));
@@ -458,7 +528,8 @@ int run_program(const std::vector<std::string>& argv, std::string* output) {
   posix_spawn_file_actions_adddup2(&fa, fd, 2);
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
-  for (auto& a : copy) args.push_back(a.data());
+  for (auto& a : copy)
+    args.push_back(a.data());
   args.push_back(nullptr);
   pid_t pid = 0;
   const int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
@@ -476,7 +547,8 @@ int run_program(const std::vector<std::string>& argv, std::string* output) {
     ::lseek(fd, 0, SEEK_SET);
     char buf[4096];
     ssize_t n = 0;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) output->append(buf, static_cast<size_t>(n));
+    while ((n = ::read(fd, buf, sizeof buf)) > 0)
+      output->append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -495,8 +567,11 @@ void Scenario::build_tsdb(const std::string& job_dir, const std::string& work_di
     const std::string om = work + "/scenario-" + std::to_string(static_cast<int64_t>(from)) + ".om";
     write_openmetrics(om, std::max(from, start()), std::min(from + chunk, end()));
     std::string out;
-    const int rc = run_program({"promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", om, prom}, &out);
-    if (rc != 0) throw std::runtime_error("promtool failed (" + std::to_string(rc) + ") on " + om + ": " + out);
+    const int rc = run_program(
+        {"promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", om, prom}, &out);
+    if (rc != 0)
+      throw std::runtime_error("promtool failed (" + std::to_string(rc) + ") on " + om + ": " +
+                               out);
     std::error_code ec;
     fs::remove(om, ec);
   }

@@ -30,7 +30,8 @@ bool has_note(const TsdbResult& r, const std::string& needle) {
 // A Prometheus running on a directory the way a live job's does (its own lock included).
 class LiveServer {
  public:
-  LiveServer(const std::string& data_dir, const std::string& scratch, const std::string& config, bool lock) {
+  LiveServer(const std::string& data_dir, const std::string& scratch, const std::string& config,
+             bool lock) {
     fs::create_directories(scratch);
     std::ofstream(scratch + "/prometheus.yml") << config;
     ServerGuardian::Spec spec;
@@ -87,7 +88,8 @@ TEST_F(SourcesTest, ACorruptTsdbIsANoteAndTheRestOfTheReportStands) {
   sc.build_tsdb(job_dir());
   const auto scan = scan_tsdb_dir(job_dir());
   ASSERT_FALSE(scan.blocks.empty());
-  std::ofstream(job_dir() + "/prometheus/" + scan.blocks.front().ulid + "/index", std::ios::trunc) << "garbage";
+  std::ofstream(job_dir() + "/prometheus/" + scan.blocks.front().ulid + "/index", std::ios::trunc)
+      << "garbage";
   const auto res = analyse(request(sc, "hang"));
   EXPECT_FALSE(res.available);
   EXPECT_TRUE(has_note(res, "could not start a private prometheus")) << dump(res);
@@ -161,7 +163,8 @@ TEST_F(SourcesTest, ADatabaseWithNoneOfTheJobsNodesIsRefused) {
 TEST_F(SourcesTest, ALiveJobsLockedTsdbIsNeverOpenedTwiceOnlyItsBlocksAreCopied) {
   Scenario sc({.hosts = {"node001", "node002"}, .duration_s = 1800, .stop_after_s = 1200});
   sc.build_tsdb(job_dir());
-  LiveServer live(job_dir() + "/prometheus", dir_ + "/live", "global:\n  scrape_interval: 1m\n", true);
+  LiveServer live(job_dir() + "/prometheus", dir_ + "/live", "global:\n  scrape_interval: 1m\n",
+                  true);
   const auto scan = scan_tsdb_dir(job_dir());
   ASSERT_TRUE(scan.lock_holder.has_value()) << "the live server holds no visible lock";
   EXPECT_EQ(*scan.lock_holder, live.pid());
@@ -200,24 +203,28 @@ TEST_F(SourcesTest, TheLastMinutesBeforeACrashAreReadFromTheWriteAheadLog) {
     std::string body;
     for (const char* h : {"node001", "node002"}) {
       for (int g = 0; g < 2; ++g) {
-        body += "hw_gpu_power_watts{host=\"" + std::string(h) + "\",gpu=\"" + std::to_string(g) + "\"} " +
-                std::to_string(301 + g) + "\n";
-        body += "ray_node_gpus_utilization{host=\"" + std::string(h) + "\",GpuIndex=\"" + std::to_string(g) + "\"} 100\n";
+        body += "hw_gpu_power_watts{host=\"" + std::string(h) + "\",gpu=\"" + std::to_string(g) +
+                "\"} " + std::to_string(301 + g) + "\n";
+        body += "ray_node_gpus_utilization{host=\"" + std::string(h) + "\",GpuIndex=\"" +
+                std::to_string(g) + "\"} 100\n";
       }
       body += "hw_scrape_duration_seconds{host=\"" + std::string(h) + "\"} 0.1\n";
     }
-    body += "tb_step{host=\"node001\"} 42\ntb_learning_loss{host=\"node001\"} 3.25\n"
-            "tb_metrics_plugin_staleness_fill{host=\"node001\"} 0\n";
+    body +=
+        "tb_step{host=\"node001\"} 42\ntb_learning_loss{host=\"node001\"} 3.25\n"
+        "tb_metrics_plugin_staleness_fill{host=\"node001\"} 0\n";
     return FakeHttp::response(200, body, "text/plain; version=0.0.4");
   });
   const double t0 = static_cast<double>(now_usec()) / 1e6;
   fs::create_directories(job_dir() + "/prometheus");
   {
-    LiveServer job_prom(job_dir() + "/prometheus", dir_ + "/jobprom",
-                        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: exporter\n"
-                        "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
-                            std::to_string(exporter.port()) + "']\n",
-                        false);
+    LiveServer job_prom(
+        job_dir() + "/prometheus", dir_ + "/jobprom",
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: "
+        "exporter\n"
+        "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
+            std::to_string(exporter.port()) + "']\n",
+        false);
     PromClient c(job_prom.url());
     const int64_t deadline = monotonic_usec() + 20'000'000;
     while (monotonic_usec() < deadline) {
@@ -262,8 +269,10 @@ TEST_F(SourcesTest, TheLastMinutesBeforeACrashAreReadFromTheWriteAheadLog) {
 
 TEST_F(SourcesTest, AClusterPrometheusIsScopedToTheJobsNodesAndItsCountersAreTrusted) {
   // Four nodes in the cluster database, labelled instance="nodeNNN:9100"; the job ran on two.
-  Scenario sc({.hosts = {"node001", "node002", "node003", "node004"}, .duration_s = 1800,
-               .host_label = "instance", .host_suffix = ":9100"});
+  Scenario sc({.hosts = {"node001", "node002", "node003", "node004"},
+               .duration_s = 1800,
+               .host_label = "instance",
+               .host_suffix = ":9100"});
   const double when = sc.at(900);
   auto ue = sc.base("hw_gpu_ras_umc_ue_total");
   sc.set("hw_gpu_ras_umc_ue_total", [=](const SeriesKey& k, double t) -> std::optional<double> {

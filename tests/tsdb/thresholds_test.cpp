@@ -22,7 +22,8 @@ class ThresholdsTest : public TsdbTest {
 
 TEST_F(ThresholdsTest, TheShippedCatalogLoadsWithoutErrorsAndKnowsTheSeedsPowerLevels) {
   const auto th = load_thresholds({TSDB_RULES_DIR});
-  for (const auto& e : th.errors) ADD_FAILURE() << e.what();
+  for (const auto& e : th.errors)
+    ADD_FAILURE() << e.what();
   const auto* mi355 = th.by_hint("AMD Instinct MI355X");
   ASSERT_NE(mi355, nullptr);
   EXPECT_EQ(mi355->power_active_w, 900);
@@ -54,22 +55,26 @@ TEST_F(ThresholdsTest, TheShippedCatalogLoadsWithoutErrorsAndKnowsTheSeedsPowerL
 TEST_F(ThresholdsTest, ASiteOverrideReplacesOneModelAndAddsAnother) {
   write("override/50-site.rules",
         "[gpu-thresholds MI355X]\nalias = MI355X\nidle-level-max-w = 500\nactive-min-w = 700\n\n"
-        "[gpu-thresholds B200]\nalias = B200\nvram-gib = 180\nidle-level-max-w = 350\nactive-min-w = 600\n"
+        "[gpu-thresholds B200]\nalias = B200\nvram-gib = 180\nidle-level-max-w = 350\nactive-min-w "
+        "= 600\n"
         "[network-thresholds default]\ntcp-retrans-per-s = 25\n");
   const auto th = load_thresholds({TSDB_RULES_DIR, dir_ + "/override"});
-  for (const auto& e : th.errors) ADD_FAILURE() << e.what();
+  for (const auto& e : th.errors)
+    ADD_FAILURE() << e.what();
   EXPECT_EQ(th.by_hint("MI355X")->idle_level_max_w, 500);
-  EXPECT_TRUE(std::isnan(th.by_hint("MI355X")->power_active_w));  // replaced whole, as the format says
+  EXPECT_TRUE(
+      std::isnan(th.by_hint("MI355X")->power_active_w));  // replaced whole, as the format says
   EXPECT_EQ(th.by_hint("NVIDIA B200")->model, "B200");
   EXPECT_EQ(th.by_vram(180)->model, "B200");
   EXPECT_EQ(th.network.tcp_retrans_per_s, 25);
 }
 
 TEST_F(ThresholdsTest, ATypoInAKeyIsAnErrorWithFileAndLine) {
-  const std::string f = write("bad/site-thresholds.rules",
-                              "[gpu-thresholds X1]\nalias = X1\npower-actve-w = 900\nidle-level-max-w = lots\n"
-                              "[gpu-thresholds X2]\nidle-level-max-w = 700\nactive-min-w = 300\n"
-                              "[gpu-thresholds X3]\nactive-min-w = 300\n");
+  const std::string f =
+      write("bad/site-thresholds.rules",
+            "[gpu-thresholds X1]\nalias = X1\npower-actve-w = 900\nidle-level-max-w = lots\n"
+            "[gpu-thresholds X2]\nidle-level-max-w = 700\nactive-min-w = 300\n"
+            "[gpu-thresholds X3]\nactive-min-w = 300\n");
   const auto th = load_thresholds({dir_ + "/bad"});
   ASSERT_EQ(th.errors.size(), 4u);
   EXPECT_EQ(th.errors[0].file(), f);
@@ -82,7 +87,8 @@ TEST_F(ThresholdsTest, ATypoInAKeyIsAnErrorWithFileAndLine) {
 }
 
 TEST_F(ThresholdsTest, OtherCatalogsProblemsAreNotReportedAsThresholdErrors) {
-  write("mixed/log-signatures.rules", "this is not a rules line\n[signature oom]\npattern = Killed\n");
+  write("mixed/log-signatures.rules",
+        "this is not a rules line\n[signature oom]\npattern = Killed\n");
   write("mixed/gpu-thresholds.rules", "[host-thresholds default]\nmem-near-limit-pct = 90\n");
   const auto th = load_thresholds({dir_ + "/mixed"});
   EXPECT_TRUE(th.errors.empty()) << th.errors.front().what();

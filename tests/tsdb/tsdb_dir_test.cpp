@@ -97,7 +97,8 @@ TEST_F(TsdbDirTest, TheCopyKeepsTheWalButNeverTheLockLogsOrPlantedSymlinks) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(dest + "/wal/00000003")));
   EXPECT_FALSE(fs::exists(dest + "/01ARZ3NDEKTSV4RRFFQ69G5FAV"));
   bool symlink_reported = false;
-  for (const auto& s : rep.skipped) symlink_reported = symlink_reported || s.find("symlink") != std::string::npos;
+  for (const auto& s : rep.skipped)
+    symlink_reported = symlink_reported || s.find("symlink") != std::string::npos;
   EXPECT_TRUE(symlink_reported);
   for (const auto& b : rep.blocks) {
     EXPECT_EQ(fs::file_size(dest + "/" + b + "/index"), fs::file_size(prom_ + "/" + b + "/index"));
@@ -121,7 +122,8 @@ TEST_F(TsdbDirTest, OnlyBlocksOverlappingTheWindowAreCopiedAndTheSizeLimitHolds)
   const auto scan = scan_tsdb_dir(job_dir());
   const std::string dest = dir_ + "/copy";
   fs::create_directories(dest);
-  const auto rep = copy_tsdb(scan, dest, {.include_wal = false, .min_ms = *scan.blocks_max_ms() + 1});
+  const auto rep =
+      copy_tsdb(scan, dest, {.include_wal = false, .min_ms = *scan.blocks_max_ms() + 1});
   EXPECT_TRUE(rep.blocks.empty());
   fs::create_directories(dir_ + "/copy2");
   EXPECT_THROW(copy_tsdb(scan, dir_ + "/copy2", {.max_bytes = 16}), std::runtime_error);
@@ -138,7 +140,8 @@ TEST_F(TsdbDirTest, NoPrometheusDirectoryIsNotAnError) {
 
 TEST_F(TsdbDirTest, AMalformedBlockIsAProblemNotACrash) {
   fs::create_directories(job_dir() + "/prometheus/01BX5ZZKBKACTAV9WEVGEMMVRZ");
-  std::ofstream(job_dir() + "/prometheus/01BX5ZZKBKACTAV9WEVGEMMVRZ/meta.json") << "{\"minTime\": \"soon\"}";
+  std::ofstream(job_dir() + "/prometheus/01BX5ZZKBKACTAV9WEVGEMMVRZ/meta.json")
+      << "{\"minTime\": \"soon\"}";
   fs::create_directories(job_dir() + "/prometheus/01BX5ZZKBKACTAV9WEVGEMMVS0");
   const auto scan = scan_tsdb_dir(job_dir());
   EXPECT_TRUE(scan.blocks.empty());

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include <nlohmann/json.hpp>
 #include <csignal>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -41,7 +41,9 @@ inline uint16_t port_of(const std::string& url) {
   return static_cast<uint16_t>(std::stoi(url.substr(colon + 1)));
 }
 
-inline bool pid_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+inline bool pid_alive(pid_t pid) {
+  return pid > 0 && ::kill(pid, 0) == 0;
+}
 
 class TsdbTest : public ::testing::Test {
  protected:
@@ -59,7 +61,8 @@ class TsdbTest : public ::testing::Test {
   std::string job_dir(const std::string& name = "job") const { return dir_ + "/" + name; }
 
   // What the log triage hands over for a job made from `sc`.
-  TsdbRequest request(const Scenario& sc, const std::string& cls, const std::string& name = "job") const {
+  TsdbRequest request(const Scenario& sc, const std::string& cls,
+                      const std::string& name = "job") const {
     TsdbRequest r;
     r.job_dir = job_dir(name);
     r.job_id = name;
@@ -83,12 +86,15 @@ class TsdbTest : public ::testing::Test {
   // Runs the analysis and checks that nothing of the private server outlived it.
   TsdbResult analyse(const TsdbRequest& req) {
     TsdbResult res = run_tsdb_analysis(req);
-    if (std::getenv("TSDB_TEST_DUMP") != nullptr) std::cout << dump(res) << res.to_json().dump(1).substr(0, 4000) << "\n";
-    EXPECT_TRUE(std::filesystem::is_empty(req.scratch_dir)) << "the TSDB copy was left behind in " << req.scratch_dir;
+    if (std::getenv("TSDB_TEST_DUMP") != nullptr)
+      std::cout << dump(res) << res.to_json().dump(1).substr(0, 4000) << "\n";
+    EXPECT_TRUE(std::filesystem::is_empty(req.scratch_dir))
+        << "the TSDB copy was left behind in " << req.scratch_dir;
     if (res.source.kind == "job-tsdb" || res.source.kind == "job-tsdb-blocks") {
       const uint16_t p = port_of(res.source.url);
       if (p != 0) {
-        EXPECT_FALSE(port_accepts(p)) << "the private prometheus still listens on " << res.source.url;
+        EXPECT_FALSE(port_accepts(p))
+            << "the private prometheus still listens on " << res.source.url;
       }
     }
     return res;
