@@ -246,7 +246,10 @@ bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_
     }
     done += static_cast<size_t>(w);
   }
-  if (fdatasync(file.get()) != 0 || renameat(dir.get(), tmp, dir.get(), name) != 0) {
+  // No fsync: it would cost the epilog milliseconds on every job the agent misses. The rename
+  // makes the file appear whole or not at all; only a node crash within the file system's commit
+  // interval could lose it, and the agent refuses a file it cannot parse.
+  if (renameat(dir.get(), tmp, dir.get(), name) != 0) {
     set_why(why, why_len, "commit inbox file", errno);
     unlinkat(dir.get(), tmp, 0);
     return false;

@@ -89,6 +89,12 @@ FakeAgent::FakeAgent(std::string socket_path, Behaviour behaviour,
   thread_ = std::thread([this] { serve(); });
 }
 
+void FakeAgent::set_journal(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) fail("open " + path);
+  journal_fd_.store(fd);
+}
+
 FakeAgent::~FakeAgent() {
   if (thread_.joinable()) {
     const char c = 'x';
@@ -96,6 +102,7 @@ FakeAgent::~FakeAgent() {
     thread_.join();
   }
   for (const int fd : backlog_fillers_) close(fd);
+  if (journal_fd_.load() >= 0) close(journal_fd_.load());
   for (const int fd : wake_) {
     if (fd >= 0) close(fd);
   }
@@ -132,14 +139,19 @@ void FakeAgent::serve() {
       size_t nl = 0;
       bool hang_up = false;
       while ((nl = pending.find('\n')) != std::string::npos) {
+        const std::string line = pending.substr(0, nl);
         {
           const std::lock_guard<std::mutex> lock(mu_);
-          lines_.push_back(pending.substr(0, nl));
+          lines_.push_back(line);
         }
         cv_.notify_all();
         pending.erase(0, nl + 1);
         switch (behaviour_) {
           case Behaviour::kAck:
+            if (const int jfd = journal_fd_.load(); jfd >= 0) {
+              const std::string rec = line + "\n";
+              if (::write(jfd, rec.data(), rec.size()) > 0) fdatasync(jfd);
+            }
             if (ack_delay_.count() > 0) std::this_thread::sleep_for(ack_delay_);
             write_all(fd, "{\"ok\":true}\n");
             break;

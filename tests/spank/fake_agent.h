@@ -27,6 +27,10 @@ class FakeAgent {
 
   FakeAgent(std::string socket_path, Behaviour behaviour,
             std::chrono::microseconds ack_delay = std::chrono::microseconds(0));
+
+  // Like the real agent, make each line durable before acknowledging it: append it to `path`
+  // and fdatasync (benchmarks use this for a realistic acknowledgement latency).
+  void set_journal(const std::string& path);
   ~FakeAgent();
   FakeAgent(const FakeAgent&) = delete;
   FakeAgent& operator=(const FakeAgent&) = delete;
@@ -42,6 +46,7 @@ class FakeAgent {
   Behaviour behaviour_;
   std::chrono::microseconds ack_delay_;
   int listen_fd_ = -1;
+  std::atomic<int> journal_fd_{-1};
   int wake_[2] = {-1, -1};
   std::vector<int> backlog_fillers_;
   mutable std::mutex mu_;
