@@ -23,19 +23,32 @@ namespace {
 // wants to know how the job ended, not that it is still being cleaned up.
 std::string job_state_name(uint32_t state) {
   switch (state & JOB_STATE_BASE) {
-    case JOB_PENDING: return "PENDING";
-    case JOB_RUNNING: return "RUNNING";
-    case JOB_SUSPENDED: return "SUSPENDED";
-    case JOB_COMPLETE: return "COMPLETED";
-    case JOB_CANCELLED: return "CANCELLED";
-    case JOB_FAILED: return "FAILED";
-    case JOB_TIMEOUT: return "TIMEOUT";
-    case JOB_NODE_FAIL: return "NODE_FAIL";
-    case JOB_PREEMPTED: return "PREEMPTED";
-    case JOB_BOOT_FAIL: return "BOOT_FAIL";
-    case JOB_DEADLINE: return "DEADLINE";
-    case JOB_OOM: return "OUT_OF_MEMORY";
-    default: return "UNKNOWN";
+    case JOB_PENDING:
+      return "PENDING";
+    case JOB_RUNNING:
+      return "RUNNING";
+    case JOB_SUSPENDED:
+      return "SUSPENDED";
+    case JOB_COMPLETE:
+      return "COMPLETED";
+    case JOB_CANCELLED:
+      return "CANCELLED";
+    case JOB_FAILED:
+      return "FAILED";
+    case JOB_TIMEOUT:
+      return "TIMEOUT";
+    case JOB_NODE_FAIL:
+      return "NODE_FAIL";
+    case JOB_PREEMPTED:
+      return "PREEMPTED";
+    case JOB_BOOT_FAIL:
+      return "BOOT_FAIL";
+    case JOB_DEADLINE:
+      return "DEADLINE";
+    case JOB_OOM:
+      return "OUT_OF_MEMORY";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -49,20 +62,36 @@ std::string node_state_name(uint32_t state) {
     name = busy ? "DRAINING" : "DRAINED";
   } else {
     switch (base) {
-      case NODE_STATE_DOWN: name = "DOWN"; break;
-      case NODE_STATE_IDLE: name = "IDLE"; break;
-      case NODE_STATE_ALLOCATED: name = "ALLOCATED"; break;
-      case NODE_STATE_ERROR: name = "ERROR"; break;
-      case NODE_STATE_MIXED: name = "MIXED"; break;
-      case NODE_STATE_FUTURE: name = "FUTURE"; break;
-      default: name = "UNKNOWN";
+      case NODE_STATE_DOWN:
+        name = "DOWN";
+        break;
+      case NODE_STATE_IDLE:
+        name = "IDLE";
+        break;
+      case NODE_STATE_ALLOCATED:
+        name = "ALLOCATED";
+        break;
+      case NODE_STATE_ERROR:
+        name = "ERROR";
+        break;
+      case NODE_STATE_MIXED:
+        name = "MIXED";
+        break;
+      case NODE_STATE_FUTURE:
+        name = "FUTURE";
+        break;
+      default:
+        name = "UNKNOWN";
     }
     if (base == NODE_STATE_DOWN && (state & NODE_STATE_DRAIN) != 0) name += "+DRAIN";
   }
   const std::pair<uint32_t, const char*> flags[] = {
-      {NODE_STATE_COMPLETING, "+COMPLETING"}, {NODE_STATE_NO_RESPOND, "+NOT_RESPONDING"},
-      {NODE_STATE_FAIL, "+FAIL"},             {NODE_STATE_MAINT, "+MAINT"},
-      {NODE_STATE_REBOOT_REQUESTED, "+REBOOT_REQUESTED"}, {NODE_STATE_POWERED_DOWN, "+POWERED_DOWN"}};
+      {NODE_STATE_COMPLETING, "+COMPLETING"},
+      {NODE_STATE_NO_RESPOND, "+NOT_RESPONDING"},
+      {NODE_STATE_FAIL, "+FAIL"},
+      {NODE_STATE_MAINT, "+MAINT"},
+      {NODE_STATE_REBOOT_REQUESTED, "+REBOOT_REQUESTED"},
+      {NODE_STATE_POWERED_DOWN, "+POWERED_DOWN"}};
   for (const auto& [bit, text] : flags) {
     if ((state & bit) != 0) name += text;
   }
@@ -84,7 +113,9 @@ std::string user_name(uint32_t uid) {
   return {};
 }
 
-std::string str(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+std::string str(const char* s) {
+  return s == nullptr ? std::string() : std::string(s);
+}
 
 // "why" goes into a node reason that admins read in sinfo: one line, bounded.
 std::string reason_text(const std::string& why) {

@@ -75,10 +75,12 @@ bool reply_is_ok(std::string_view reply) noexcept {
   const size_t k = reply.find("\"ok\"");
   if (k == std::string_view::npos) return false;
   size_t i = k + 4;
-  while (i < reply.size() && (reply[i] == ' ' || reply[i] == '\t')) ++i;
+  while (i < reply.size() && (reply[i] == ' ' || reply[i] == '\t'))
+    ++i;
   if (i >= reply.size() || reply[i] != ':') return false;
   ++i;
-  while (i < reply.size() && (reply[i] == ' ' || reply[i] == '\t')) ++i;
+  while (i < reply.size() && (reply[i] == ' ' || reply[i] == '\t'))
+    ++i;
   return slice(reply, i, 4) == "true";
 }
 
@@ -192,8 +194,8 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
   }
 }
 
-bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_view line, char* why,
-                    size_t why_len) noexcept {
+bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_view line,
+                    char* why, size_t why_len) noexcept {
   int dfd = open(inbox_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd < 0 && errno == ENOENT) {
     // Root-only from the start; the agent (or the package) normally made it already.

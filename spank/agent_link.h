@@ -29,10 +29,10 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
 
 // Writes `line` into `inbox_dir` as "<msg_id>.json" (characters outside [A-Za-z0-9._-] become
 // '_'), through a temporary ".<name>.tmp" made with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, then
-// renamed into place (not synced: see agent_link.cpp). The directory is created (0700) when missing and must be owned by the
-// caller and writable by nobody else. Returns false with `why` on failure.
-bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_view line, char* why,
-                    size_t why_len) noexcept;
+// renamed into place (not synced: see agent_link.cpp). The directory is created (0700) when missing
+// and must be owned by the caller and writable by nobody else. Returns false with `why` on failure.
+bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_view line,
+                    char* why, size_t why_len) noexcept;
 
 // send_to_agent, then write_to_inbox when that fails.
 DeliveryReport deliver(const PluginConfig& cfg, std::string_view msg_id,

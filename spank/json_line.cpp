@@ -41,7 +41,9 @@ size_t utf8_sequence_length(std::string_view s, size_t i) noexcept {
 
 }  // namespace
 
-JsonLine::JsonLine() noexcept : buf_{} { raw_char('{'); }
+JsonLine::JsonLine() noexcept : buf_{} {
+  raw_char('{');
+}
 
 void JsonLine::raw(std::string_view s) noexcept {
   if (overflow_) return;
@@ -54,7 +56,9 @@ void JsonLine::raw(std::string_view s) noexcept {
   len_ += s.size();
 }
 
-void JsonLine::raw_char(char c) noexcept { raw(std::string_view(&c, 1)); }
+void JsonLine::raw_char(char c) noexcept {
+  raw(std::string_view(&c, 1));
+}
 
 void JsonLine::key(std::string_view k) noexcept {
   if (!first_) raw_char(',');
@@ -80,13 +84,27 @@ void JsonLine::escaped(std::string_view s) noexcept {
       continue;
     }
     switch (c) {
-      case '"': raw("\\\""); break;
-      case '\\': raw("\\\\"); break;
-      case '\n': raw("\\n"); break;
-      case '\r': raw("\\r"); break;
-      case '\t': raw("\\t"); break;
-      case '\b': raw("\\b"); break;
-      case '\f': raw("\\f"); break;
+      case '"':
+        raw("\\\"");
+        break;
+      case '\\':
+        raw("\\\\");
+        break;
+      case '\n':
+        raw("\\n");
+        break;
+      case '\r':
+        raw("\\r");
+        break;
+      case '\t':
+        raw("\\t");
+        break;
+      case '\b':
+        raw("\\b");
+        break;
+      case '\f':
+        raw("\\f");
+        break;
       default:
         if (c < 0x20 || c == 0x7F) {
           char esc[8];

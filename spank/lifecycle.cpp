@@ -60,11 +60,20 @@ bool parse_int_strict(const char* s, int64_t* out) noexcept {
 
 void step_name(uint32_t step_id, char* out, size_t len) noexcept {
   switch (step_id) {
-    case SLURM_PENDING_STEP: std::snprintf(out, len, "pending"); return;
-    case SLURM_EXTERN_CONT: std::snprintf(out, len, "extern"); return;
-    case SLURM_BATCH_SCRIPT: std::snprintf(out, len, "batch"); return;
-    case SLURM_INTERACTIVE_STEP: std::snprintf(out, len, "interactive"); return;
-    default: std::snprintf(out, len, "%u", step_id);
+    case SLURM_PENDING_STEP:
+      std::snprintf(out, len, "pending");
+      return;
+    case SLURM_EXTERN_CONT:
+      std::snprintf(out, len, "extern");
+      return;
+    case SLURM_BATCH_SCRIPT:
+      std::snprintf(out, len, "batch");
+      return;
+    case SLURM_INTERACTIVE_STEP:
+      std::snprintf(out, len, "interactive");
+      return;
+    default:
+      std::snprintf(out, len, "%u", step_id);
   }
 }
 

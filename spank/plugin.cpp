@@ -134,7 +134,8 @@ void send(const PluginConfig& cfg, JsonLine& line, const char* msg_id, const cha
   }
   const triage::spank::DeliveryReport r = triage::spank::deliver(cfg, msg_id, text);
   switch (r.how) {
-    case triage::spank::Delivery::kAcked: break;
+    case triage::spank::Delivery::kAcked:
+      break;
     case triage::spank::Delivery::kInbox:
       slurm_debug("spank_triage: %s for job %u left in %s (%s)", what, job_id, cfg.inbox_dir,
                   r.why);
@@ -293,7 +294,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     slurm_error("SLURM_TRIAGE=%.64s ignored: expected off, basic or full", env);
     return 0;
   }
-  const spank_err_t rc = spank_job_control_setenv(sp, "TRIAGE", triage::spank::to_string(m).data(), 1);
+  const spank_err_t rc =
+      spank_job_control_setenv(sp, "TRIAGE", triage::spank::to_string(m).data(), 1);
   if (rc != ESPANK_SUCCESS) {
     slurm_debug("spank_triage: cannot pass SLURM_TRIAGE on: %s", spank_strerror(rc));
   }

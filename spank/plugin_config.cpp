@@ -9,9 +9,12 @@ namespace triage::spank {
 
 std::string_view to_string(Mode m) noexcept {
   switch (m) {
-    case Mode::kOff: return "off";
-    case Mode::kBasic: return "basic";
-    case Mode::kFull: return "full";
+    case Mode::kOff:
+      return "off";
+    case Mode::kBasic:
+      return "basic";
+    case Mode::kFull:
+      return "full";
   }
   return "basic";
 }
@@ -72,7 +75,8 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
     const std::string_view arg = argv[i] == nullptr ? std::string_view() : argv[i];
     const size_t eq = arg.find('=');
     const std::string_view key = slice(arg, 0, eq);
-    const std::string_view value = eq == std::string_view::npos ? std::string_view() : slice(arg, eq + 1);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : slice(arg, eq + 1);
     if (eq == std::string_view::npos) {
       report(sink, sink_ctx, arg, "not key=value; ignored");
       ++rejected;

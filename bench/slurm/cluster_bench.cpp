@@ -37,7 +37,8 @@ Stats summarize(std::vector<double> v) {
   };
   s.p50 = at(0.5);
   s.p99 = at(0.99);
-  for (const double x : v) s.mean += x;
+  for (const double x : v)
+    s.mean += x;
   s.mean /= static_cast<double>(v.size());
   return s;
 }
@@ -49,7 +50,8 @@ void set_plugstack(const SlurmCluster& c, const std::string& line) {
 // Epilog durations (ms) of `jobs` trivial jobs.
 std::vector<double> epilogs(const SlurmCluster& c, const std::string& dir, int jobs) {
   std::vector<uint32_t> ids;
-  for (int i = 0; i < jobs; ++i) ids.push_back(c.sbatch(dir, {"-o", "/dev/null", "--wrap", "true"}));
+  for (int i = 0; i < jobs; ++i)
+    ids.push_back(c.sbatch(dir, {"-o", "/dev/null", "--wrap", "true"}));
   std::vector<double> ms;
   for (const uint32_t id : ids) {
     c.wait_job(id);
@@ -119,8 +121,10 @@ int main(int argc, char** argv) {
     print("plugin, agent up", summarize(epilogs(c, dir, jobs)), base);
   }
 
-  std::printf("step launch: srun -n 2 true inside a batch job, %d per job, 2 jobs each, "
-              "interleaved\n", per_job);
+  std::printf(
+      "step launch: srun -n 2 true inside a batch job, %d per job, 2 jobs each, "
+      "interleaved\n",
+      per_job);
   std::vector<double> without;
   std::vector<double> with;
   for (int round = 0; round < 2; ++round) {

@@ -25,9 +25,9 @@
 
 namespace {
 
-using triage::testing::FakeAgent;
 using triage::testing::fake_handle;
 using triage::testing::fake_spank;
+using triage::testing::FakeAgent;
 namespace fs = std::filesystem;
 
 struct Stats {
@@ -39,7 +39,8 @@ struct Stats {
 Stats summarize(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   auto at = [&](double q) {
-    const size_t i = std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())));
+    const size_t i =
+        std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())));
     return ms[i];
   };
   return {at(0.50), at(0.99), ms.back()};
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   const std::string inbox = dir / "inbox";
   std::vector<std::string> args = {"socket=" + socket, "inbox=" + inbox, "default=basic"};
   std::vector<char*> argv_plugin;
-  for (auto& a : args) argv_plugin.push_back(a.data());
+  for (auto& a : args)
+    argv_plugin.push_back(a.data());
 
   // slurmd's epilog environment for a typical job.
   setenv("SLURMD_NODENAME", "node001", 1);

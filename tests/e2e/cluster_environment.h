@@ -34,12 +34,12 @@ class ClusterEnvironment : public ::testing::Environment {
 };
 
 // In a test body: `SlurmCluster& c = CLUSTER_OR_FAIL(env);`
-#define CLUSTER_OR_FAIL(env)                                                  \
-  ([&]() -> ::triage::testing::SlurmCluster& {                               \
-    if ((env)->cluster() == nullptr) {                                        \
-      throw std::runtime_error("no cluster: " + (env)->error());             \
-    }                                                                         \
-    return *(env)->cluster();                                                 \
+#define CLUSTER_OR_FAIL(env)                                     \
+  ([&]() -> ::triage::testing::SlurmCluster& {                   \
+    if ((env)->cluster() == nullptr) {                           \
+      throw std::runtime_error("no cluster: " + (env)->error()); \
+    }                                                            \
+    return *(env)->cluster();                                    \
   }())
 
 }  // namespace triage::testing

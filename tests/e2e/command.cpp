@@ -16,7 +16,8 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
                           const std::string& cwd, const std::vector<std::string>& env) {
   if (argv.empty()) throw std::invalid_argument("run_command: empty argv");
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
 
   int out[2];
@@ -30,7 +31,8 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
+    for (const auto& kv : env)
+      putenv(const_cast<char*>(kv.c_str()));
     execvp(args[0], args.data());
     _exit(127);
   }

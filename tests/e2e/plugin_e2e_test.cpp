@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -56,6 +56,25 @@ std::vector<json> lines_as_json(const FakeAgent& agent, uint32_t job_id) {
   return out;
 }
 
+// Appends arguments to the plugin's plugstack line for the scope of a test. slurmstepd and the
+// spank epilog read plugstack.conf afresh for every job, so this takes effect at once.
+class ExtraPluginArgs {
+ public:
+  ExtraPluginArgs(const SlurmCluster& c, const std::string& args)
+      : path_(c.state_dir() + "/etc/plugstack.conf") {
+    std::ifstream in(path_);
+    std::getline(in, original_);
+    std::ofstream(path_) << original_ << " " << args << "\n";
+  }
+  ~ExtraPluginArgs() { std::ofstream(path_) << original_ << "\n"; }
+  ExtraPluginArgs(const ExtraPluginArgs&) = delete;
+  ExtraPluginArgs& operator=(const ExtraPluginArgs&) = delete;
+
+ private:
+  std::string path_;
+  std::string original_;
+};
+
 TEST(SlurmPlugin, TriageIsInTheHelpOfSbatchSrunAndSalloc) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   for (const char* cmd : {"sbatch", "srun", "salloc"}) {
@@ -84,11 +103,14 @@ TEST(SlurmPlugin, EveryWayOfChoosingAModeReachesTheEpilogAndSlurmstepd) {
       {"a bare --triage", {"--triage", "--wrap", "true"}, {}, "full"},
       {"SLURM_TRIAGE=full", {"--wrap", "true"}, {"SLURM_TRIAGE=full"}, "full"},
       {"#SBATCH --triage=off", {"job.sh"}, {}, "off"},
-      {"the option beats SLURM_TRIAGE", {"--triage=basic", "--wrap", "true"}, {"SLURM_TRIAGE=off"},
+      {"the option beats SLURM_TRIAGE",
+       {"--triage=basic", "--wrap", "true"},
+       {"SLURM_TRIAGE=off"},
        "basic"},
   };
   std::vector<uint32_t> ids;
-  for (const auto& k : cases) ids.push_back(c.sbatch(dir, k.args, k.env));
+  for (const auto& k : cases)
+    ids.push_back(c.sbatch(dir, k.args, k.env));
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].what);
     EXPECT_EQ(c.wait_job(ids[i]), "COMPLETED");
@@ -131,9 +153,9 @@ TEST(SlurmPlugin, TheJobEndCarriesWhatTheEpilogKnows) {
 TEST(SlurmPlugin, ARankKilledBySignalIsCapturedWithItsRankPidAndStep) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const std::string dir = c.make_job_dir("sigkill");
-  const uint32_t id = c.sbatch(
-      dir, {"-n", "2", "-o", "out.log", "--wrap",
-            "srun sh -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; sleep 0.5'"});
+  const uint32_t id =
+      c.sbatch(dir, {"-n", "2", "-o", "out.log", "--wrap",
+                     "srun sh -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; sleep 0.5'"});
   EXPECT_EQ(c.wait_job(id), "FAILED");
   const auto msgs = c.inbox_messages(id);
   std::map<int64_t, json> starts;
@@ -154,8 +176,8 @@ TEST(SlurmPlugin, ARankKilledBySignalIsCapturedWithItsRankPidAndStep) {
     EXPECT_EQ(exits[rank]["uid"], c.user_uid());
   }
   const auto batch = of_op(msgs, "task_exit");
-  EXPECT_TRUE(std::any_of(batch.begin(), batch.end(),
-                          [](const json& m) { return m["step"] == "batch"; }));
+  EXPECT_TRUE(
+      std::any_of(batch.begin(), batch.end(), [](const json& m) { return m["step"] == "batch"; }));
   EXPECT_NE(job_end(c, id).value("wait_status", 0), 0);
 }
 
@@ -194,6 +216,7 @@ TEST(SlurmPlugin, AStuckOrFullAgentDoesNotHoldJobsUp) {
     EXPECT_EQ(of_op(msgs, "job_end").size(), 1u);
     EXPECT_EQ(of_op(msgs, "task_exit").size(), 3u) << "batch + two ranks";
     if (behaviour == FakeAgent::Behaviour::kSilent) {
+      agent.wait_for_lines(msgs.size(), milliseconds(5000));  // its reader may lag behind
       EXPECT_EQ(lines_as_json(agent, id).size(), msgs.size())
           << "it was offered every message it then failed to acknowledge";
     }
@@ -204,6 +227,9 @@ TEST(SlurmPlugin, AStuckOrFullAgentDoesNotHoldJobsUp) {
 TEST(SlurmPlugin, AnAcknowledgingAgentGetsEveryMessageAndTheInboxStaysEmpty) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const std::string dir = c.make_job_dir("acking agent");
+  // The default 10 ms is meant for a real agent on a quiet node; this one shares a loaded test
+  // machine, and a late acknowledgement would (rightly) send the message to the inbox as well.
+  const ExtraPluginArgs patient(c, "timeout_ms=1000");
   FakeAgent agent(c.socket_path(), FakeAgent::Behaviour::kAck);
   const uint32_t id = c.sbatch(dir, {"-n", "2", "--triage=full", "--wrap", "srun true"});
   EXPECT_EQ(c.wait_job(id), "COMPLETED");
@@ -224,18 +250,14 @@ TEST(SlurmPlugin, AnAcknowledgingAgentGetsEveryMessageAndTheInboxStaysEmpty) {
 
 TEST(SlurmPlugin, ABadPlugstackArgumentIsLoggedAndJobsStillRun) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
-  const std::string plugstack = c.state_dir() + "/etc/plugstack.conf";
-  std::string original;
+  std::string state;
+  uint32_t id = 0;
   {
-    std::ifstream in(plugstack);
-    std::getline(in, original);
+    const ExtraPluginArgs typos(c, "defualt=off timeout_ms=forever");
+    const std::string dir = c.make_job_dir("bad args");
+    id = c.sbatch(dir, {"--wrap", "true"});
+    state = c.wait_job(id);
   }
-  // slurmstepd and the spank epilog read plugstack.conf afresh for every job.
-  std::ofstream(plugstack) << original << " defualt=off timeout_ms=forever\n";
-  const std::string dir = c.make_job_dir("bad args");
-  const uint32_t id = c.sbatch(dir, {"--wrap", "true"});
-  const std::string state = c.wait_job(id);
-  std::ofstream(plugstack) << original << "\n";
   EXPECT_EQ(state, "COMPLETED");
   EXPECT_EQ(job_end(c, id)["mode"], "basic");
   std::ifstream log(c.state_dir() + "/log/slurmd.log");

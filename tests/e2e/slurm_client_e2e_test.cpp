@@ -28,7 +28,8 @@ class SlurmClientTest : public ::testing::Test {
     if (g_env->cluster() != nullptr) {
       SlurmCluster& c = *g_env->cluster();
       c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=resume"});
-      for (int i = 0; i < 100 && c.node_state() != "idle"; ++i) usleep(100000);
+      for (int i = 0; i < 100 && c.node_state() != "idle"; ++i)
+        usleep(100000);
     }
   }
 
@@ -129,8 +130,8 @@ TEST_F(SlurmClientTest, AnIdleNodeIsNotDrained) {
 TEST_F(SlurmClientTest, TriageDrainsANodeWithItsReasonAndDoesSoOnce) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   std::string error;
-  ASSERT_TRUE(client_->drain_node(c.node(), "uncorrectable ECC error on GPU 0000:c1:00.0\nmore",
-                                  error))
+  ASSERT_TRUE(
+      client_->drain_node(c.node(), "uncorrectable ECC error on GPU 0000:c1:00.0\nmore", error))
       << error;
   auto n = client_->load_node(c.node(), error);
   ASSERT_TRUE(n.has_value()) << error;
@@ -163,9 +164,9 @@ TEST_F(SlurmClientTest, AnAdminsDrainIsNeverOverridden) {
 
 TEST_F(SlurmClientTest, ADownNodeIsLeftAlone) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
-  ASSERT_TRUE(c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=down",
-                         "reason=cable pulled"})
-                  .ok());
+  ASSERT_TRUE(
+      c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=down", "reason=cable pulled"})
+          .ok());
   std::string error;
   auto n = client_->load_node(c.node(), error);
   ASSERT_TRUE(n.has_value()) << error;

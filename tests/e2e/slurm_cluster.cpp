@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -21,7 +22,9 @@ namespace triage::testing {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-std::string slurm_cluster_script() { return SLURM_CLUSTER_SCRIPT; }
+std::string slurm_cluster_script() {
+  return SLURM_CLUSTER_SCRIPT;
+}
 
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -57,12 +60,14 @@ std::string tail_of(const fs::path& p, size_t lines) {
     if (last.size() > lines) last.pop_front();
   }
   std::string out;
-  for (const auto& s : last) out += s + "\n";
+  for (const auto& s : last)
+    out += s + "\n";
   return out;
 }
 
 std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
   return s;
 }
 
@@ -77,18 +82,19 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options)
   chmod(state_.c_str(), 0755);  // the test user reads slurm.conf and reaches munge's socket
 
   const CommandResult user = run_command({script_, "add-user", kUser});
-  if (!user.ok()) throw std::runtime_error("cannot create user " + std::string(kUser) + ": " + user.output);
+  if (!user.ok())
+    throw std::runtime_error("cannot create user " + std::string(kUser) + ": " + user.output);
   const passwd* pw = getpwnam(kUser);
   if (pw == nullptr) throw std::runtime_error("no passwd entry for " + std::string(kUser));
   uid_ = pw->pw_uid;
   gid_ = pw->pw_gid;
 
-  std::vector<std::string> argv = {script_,       "up",
-                                   "--state",     state_,
-                                   "--ctld-port", std::to_string(free_port()),
+  std::vector<std::string> argv = {script_,         "up",
+                                   "--state",       state_,
+                                   "--ctld-port",   std::to_string(free_port()),
                                    "--slurmd-port", std::to_string(free_port()),
-                                   "--node",      node_,
-                                   "--owner-pid", std::to_string(getpid())};
+                                   "--node",        node_,
+                                   "--owner-pid",   std::to_string(getpid())};
   if (!options.plugin.empty()) argv.insert(argv.end(), {"--plugin", options.plugin});
   if (!options.plugin_args.empty()) argv.insert(argv.end(), {"--plugin-args", options.plugin_args});
   if (!options.agent.empty()) argv.insert(argv.end(), {"--agent", options.agent});
@@ -153,19 +159,24 @@ std::map<std::string, std::string> SlurmCluster::job(uint32_t id) const {
   std::map<std::string, std::string> fields;
   const CommandResult r = as_root({"scontrol", "show", "job", "-o", std::to_string(id)});
   if (!r.ok()) return fields;
-  // Values may hold spaces (Command=..., paths); a key starts at a space followed by Word=.
-  static const std::regex key(R"((?:^| )([A-Za-z:/]+)=)");
-  const std::string line = trim(r.output);
-  std::vector<std::pair<std::string, size_t>> keys;  // name, position of its value
-  std::vector<size_t> starts;
-  for (auto it = std::sregex_iterator(line.begin(), line.end(), key); it != std::sregex_iterator();
-       ++it) {
-    keys.emplace_back((*it)[1], static_cast<size_t>(it->position() + it->length()));
-    starts.push_back(static_cast<size_t>(it->position()));
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const size_t end = i + 1 < keys.size() ? starts[i + 1] : line.size();
-    fields[keys[i].first] = line.substr(keys[i].second, end - keys[i].second);
+  // Values may hold spaces (Command=..., paths): a word that looks like Key= starts a field,
+  // any other word continues the previous value.
+  std::istringstream words(trim(r.output));
+  std::string word;
+  std::string current;
+  while (words >> word) {
+    const size_t eq = word.find('=');
+    const bool is_key =
+        eq != std::string::npos && eq > 0 &&
+        std::all_of(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(eq), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == ':' || ch == '/';
+        });
+    if (is_key) {
+      current = word.substr(0, eq);
+      fields[current] = word.substr(eq + 1);
+    } else if (!current.empty()) {
+      fields[current] += " " + word;
+    }
   }
   return fields;
 }
@@ -183,8 +194,8 @@ std::string SlurmCluster::wait_job(uint32_t id, milliseconds timeout) const {
     if (std::find(done.begin(), done.end(), state) != done.end()) return state;
     std::this_thread::sleep_for(milliseconds(100));
   }
-  throw std::runtime_error("job " + std::to_string(id) + " did not finish (state " + state +
-                           ")\n" + logs());
+  throw std::runtime_error("job " + std::to_string(id) + " did not finish (state " + state + ")\n" +
+                           logs());
 }
 
 void SlurmCluster::wait_running(uint32_t id, milliseconds timeout) const {
@@ -224,18 +235,27 @@ std::vector<nlohmann::json> SlurmCluster::inbox_messages(uint32_t job_id) const 
 
 void SlurmCluster::clear_inbox() const {
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(inbox_dir(), ec)) fs::remove(e.path(), ec);
+  for (const auto& e : fs::directory_iterator(inbox_dir(), ec))
+    fs::remove(e.path(), ec);
 }
 
 std::optional<double> SlurmCluster::epilog_ms(uint32_t job_id) const {
   std::ifstream in(state_ + "/log/slurmd.log");
   const std::string id = std::to_string(job_id);
-  const std::regex stamp(R"(^\[\d{4}-\d\d-\d\dT(\d\d):(\d\d):(\d\d)\.(\d{3})\])");
-  auto ms_of = [&](const std::string& line) -> std::optional<double> {
-    std::smatch m;
-    if (!std::regex_search(line, m, stamp)) return std::nullopt;
-    return ((std::stod(m[1]) * 60 + std::stod(m[2])) * 60 + std::stod(m[3])) * 1000 +
-           std::stod(m[4]);
+  // "[2026-11-21T13:04:05.600] ..." -> milliseconds since midnight.
+  auto ms_of = [](const std::string& line) -> std::optional<double> {
+    int y = 0;
+    int mo = 0;
+    int d = 0;
+    int h = 0;
+    int mi = 0;
+    int sec = 0;
+    int ms = 0;
+    if (std::sscanf(line.c_str(), "[%4d-%2d-%2dT%2d:%2d:%2d.%3d]", &y, &mo, &d, &h, &mi, &sec,
+                    &ms) != 7) {
+      return std::nullopt;
+    }
+    return ((h * 60.0 + mi) * 60.0 + sec) * 1000.0 + ms;
   };
   std::optional<double> begin;
   std::string line;

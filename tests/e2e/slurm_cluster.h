@@ -59,10 +59,11 @@ class SlurmCluster {
   std::string wait_job(uint32_t id,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   // Waits until `scontrol` shows the job RUNNING.
-  void wait_running(uint32_t id, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+  void wait_running(uint32_t id,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
 
   std::string node_state() const;   // sinfo %T: "idle", "drained", ...
-  std::string node_reason() const;   // sinfo %E: "none" when there is none
+  std::string node_reason() const;  // sinfo %E: "none" when there is none
 
   // The lifecycle messages the plugin left in the inbox for `job_id`, oldest first.
   std::vector<nlohmann::json> inbox_messages(uint32_t job_id) const;

@@ -42,7 +42,8 @@ class AgentLink : public ::testing::Test {
   std::vector<fs::path> inbox_files() const {
     std::vector<fs::path> out;
     if (!fs::exists(inbox_)) return out;
-    for (const auto& e : fs::directory_iterator(inbox_)) out.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(inbox_))
+      out.push_back(e.path());
     return out;
   }
 

@@ -101,7 +101,8 @@ FakeAgent::~FakeAgent() {
     (void)!write(wake_[1], &c, 1);
     thread_.join();
   }
-  for (const int fd : backlog_fillers_) close(fd);
+  for (const int fd : backlog_fillers_)
+    close(fd);
   if (journal_fd_.load() >= 0) close(journal_fd_.load());
   for (const int fd : wake_) {
     if (fd >= 0) close(fd);
@@ -114,7 +115,8 @@ void FakeAgent::serve() {
   std::map<int, std::string> clients;  // fd -> bytes not yet forming a line
   for (;;) {
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    for (const auto& [fd, _] : clients) fds.push_back({fd, POLLIN, 0});
+    for (const auto& [fd, _] : clients)
+      fds.push_back({fd, POLLIN, 0});
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -158,9 +160,12 @@ void FakeAgent::serve() {
           case Behaviour::kRefuse:
             write_all(fd, "{\"ok\":false,\"error\":\"refused by test\"}\n");
             break;
-          case Behaviour::kHangUp: hang_up = true; break;
+          case Behaviour::kHangUp:
+            hang_up = true;
+            break;
           case Behaviour::kSilent:
-          case Behaviour::kBacklogFull: break;
+          case Behaviour::kBacklogFull:
+            break;
         }
       }
       if (hang_up) {
@@ -169,7 +174,8 @@ void FakeAgent::serve() {
       }
     }
   }
-  for (const auto& [fd, _] : clients) close(fd);
+  for (const auto& [fd, _] : clients)
+    close(fd);
 }
 
 std::vector<std::string> FakeAgent::lines() const {

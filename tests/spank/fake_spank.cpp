@@ -41,7 +41,9 @@ FakeSpank& fake_spank() {
   return state;
 }
 
-spank_t fake_handle() { return &g_handle; }
+spank_t fake_handle() {
+  return &g_handle;
+}
 
 bool FakeSpank::logged(const std::string& needle) const {
   for (const auto& l : log) {
@@ -57,9 +59,13 @@ using triage::testing::kOk;
 
 extern "C" {
 
-spank_context_t spank_context(void) { return fake_spank().context; }
+spank_context_t spank_context(void) {
+  return fake_spank().context;
+}
 
-int spank_remote(spank_t /*sp*/) { return fake_spank().context == S_CTX_REMOTE ? 1 : 0; }
+int spank_remote(spank_t /*sp*/) {
+  return fake_spank().context == S_CTX_REMOTE ? 1 : 0;
+}
 
 const char* spank_strerror(spank_err_t err) {
   static char buf[32];
@@ -69,8 +75,8 @@ const char* spank_strerror(spank_err_t err) {
 
 spank_err_t spank_option_register(spank_t /*sp*/, struct spank_option* opt) {
   if (opt == nullptr || opt->name == nullptr || opt->usage == nullptr) return ESPANK_BAD_ARG;
-  fake_spank().options.push_back({opt->name, opt->arginfo == nullptr ? "" : opt->arginfo,
-                                  opt->usage, opt->has_arg, opt->cb});
+  fake_spank().options.push_back(
+      {opt->name, opt->arginfo == nullptr ? "" : opt->arginfo, opt->usage, opt->has_arg, opt->cb});
   return kOk;
 }
 
@@ -92,15 +98,26 @@ spank_err_t spank_get_item(spank_t /*sp*/, spank_item_t item, ...) {
   va_start(ap, item);
   spank_err_t rc = ESPANK_BAD_ARG;
   switch (item) {
-    case S_JOB_UID: rc = triage::testing::put_item<uid_t>(item, ap); break;
-    case S_JOB_GID: rc = triage::testing::put_item<gid_t>(item, ap); break;
+    case S_JOB_UID:
+      rc = triage::testing::put_item<uid_t>(item, ap);
+      break;
+    case S_JOB_GID:
+      rc = triage::testing::put_item<gid_t>(item, ap);
+      break;
     case S_JOB_ID:
     case S_JOB_STEPID:
-    case S_TASK_GLOBAL_ID: rc = triage::testing::put_item<uint32_t>(item, ap); break;
+    case S_TASK_GLOBAL_ID:
+      rc = triage::testing::put_item<uint32_t>(item, ap);
+      break;
     case S_TASK_ID:
-    case S_TASK_EXIT_STATUS: rc = triage::testing::put_item<int>(item, ap); break;
-    case S_TASK_PID: rc = triage::testing::put_item<pid_t>(item, ap); break;
-    default: rc = ESPANK_NOT_AVAIL;
+    case S_TASK_EXIT_STATUS:
+      rc = triage::testing::put_item<int>(item, ap);
+      break;
+    case S_TASK_PID:
+      rc = triage::testing::put_item<pid_t>(item, ap);
+      break;
+    default:
+      rc = ESPANK_NOT_AVAIL;
   }
   va_end(ap);
   return rc;

@@ -32,7 +32,8 @@ TEST(PluginArgs, NoArgumentsMeanBasicAndTheStandardPaths) {
 }
 
 TEST(PluginArgs, TheAdminCanSetEveryKey) {
-  const Parsed p = parse({"default=off", "socket=/tmp/a.sock", "inbox=/tmp/inbox", "timeout_ms=25"});
+  const Parsed p =
+      parse({"default=off", "socket=/tmp/a.sock", "inbox=/tmp/inbox", "timeout_ms=25"});
   EXPECT_EQ(p.rejected, 0);
   EXPECT_EQ(p.cfg.default_mode, Mode::kOff);
   EXPECT_STREQ(p.cfg.socket_path, "/tmp/a.sock");
@@ -51,8 +52,8 @@ TEST(PluginArgs, AnUnknownArgumentIsNamedAndIgnored) {
 }
 
 TEST(PluginArgs, BadValuesFallBackToDefaults) {
-  const Parsed p = parse({"default=everything", "default=", "socket=relative.sock", "inbox=",
-                          "timeout_ms=0", "timeout_ms=5000", "timeout_ms=1x"});
+  const Parsed p = parse({"default=everything", "default=", "socket=relative.sock",
+                          "inbox=", "timeout_ms=0", "timeout_ms=5000", "timeout_ms=1x"});
   EXPECT_EQ(p.rejected, 7);
   EXPECT_EQ(p.cfg.default_mode, Mode::kBasic);
   EXPECT_STREQ(p.cfg.socket_path, "/run/slurm-triage/agent.sock");
