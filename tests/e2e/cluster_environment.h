@@ -2,7 +2,11 @@
 // reported (with the daemons' logs) in every test when it could not be started.
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include <memory>
 #include <string>
@@ -41,5 +45,19 @@ class ClusterEnvironment : public ::testing::Environment {
     }                                                            \
     return *(env)->cluster();                                    \
   }())
+
+// main() of a real-Slurm test binary: without root it reports "skipped" (CTest's
+// SKIP_RETURN_CODE 77); otherwise every test runs against one cluster, reachable through `*env`.
+inline int run_with_cluster(int argc, char** argv, const char* name, const ClusterOptions& options,
+                            ClusterEnvironment** env) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "%s: needs root (it starts Slurm daemons); skipped\n", name);
+    return 77;
+  }
+  *env = new ClusterEnvironment(options);
+  ::testing::AddGlobalTestEnvironment(*env);  // gtest owns it from here
+  return RUN_ALL_TESTS();
+}
 
 }  // namespace triage::testing

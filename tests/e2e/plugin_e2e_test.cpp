@@ -273,14 +273,8 @@ TEST(SlurmPlugin, ABadPlugstackArgumentIsLoggedAndJobsStillRun) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (geteuid() != 0) {
-    std::fprintf(stderr, "plugin_e2e_tests: needs root (it starts Slurm daemons); skipped\n");
-    return 77;  // CTest's SKIP_RETURN_CODE
-  }
   triage::testing::ClusterOptions options;
   options.plugin = SPANK_TRIAGE_SO;
-  triage::testing::g_env = new triage::testing::ClusterEnvironment(options);
-  ::testing::AddGlobalTestEnvironment(triage::testing::g_env);
-  return RUN_ALL_TESTS();
+  return triage::testing::run_with_cluster(argc, argv, "plugin_e2e_tests", options,
+                                           &triage::testing::g_env);
 }

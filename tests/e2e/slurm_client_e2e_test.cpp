@@ -190,12 +190,6 @@ TEST_F(SlurmClientTest, AnUnknownNodeCannotBeDrained) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (geteuid() != 0) {
-    std::fprintf(stderr, "slurm_client_e2e_tests: needs root (it starts Slurm daemons); skipped\n");
-    return 77;
-  }
-  triage::testing::g_env = new triage::testing::ClusterEnvironment({});
-  ::testing::AddGlobalTestEnvironment(triage::testing::g_env);
-  return RUN_ALL_TESTS();
+  return triage::testing::run_with_cluster(argc, argv, "slurm_client_e2e_tests", {},
+                                           &triage::testing::g_env);
 }

@@ -138,32 +138,18 @@ spank_err_t spank_job_control_setenv(spank_t /*sp*/, const char* name, const cha
   return kOk;
 }
 
-void slurm_error(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  triage::testing::log_line("error", fmt, ap);
-  va_end(ap);
-}
-
-void slurm_info(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  triage::testing::log_line("info", fmt, ap);
-  va_end(ap);
-}
-
-void slurm_verbose(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  triage::testing::log_line("verbose", fmt, ap);
-  va_end(ap);
-}
-
-void slurm_debug(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  triage::testing::log_line("debug", fmt, ap);
-  va_end(ap);
-}
+// Slurm's printf-style loggers, each recording "<level>: <message>".
+#define TRIAGE_FAKE_SLURM_LOGGER(fn, level)    \
+  void fn(const char* fmt, ...) {              \
+    va_list ap;                                \
+    va_start(ap, fmt);                         \
+    triage::testing::log_line(level, fmt, ap); \
+    va_end(ap);                                \
+  }
+TRIAGE_FAKE_SLURM_LOGGER(slurm_error, "error")
+TRIAGE_FAKE_SLURM_LOGGER(slurm_info, "info")
+TRIAGE_FAKE_SLURM_LOGGER(slurm_verbose, "verbose")
+TRIAGE_FAKE_SLURM_LOGGER(slurm_debug, "debug")
+#undef TRIAGE_FAKE_SLURM_LOGGER
 
 }  // extern "C"
