@@ -123,6 +123,44 @@ TEST(SlurmPlugin, EveryWayOfChoosingAModeReachesTheEpilogAndSlurmstepd) {
   }
 }
 
+TEST(SlurmPlugin, SrunAndSallocCarryTheModeToTheirJobs) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("srun salloc");
+  // srun outside an allocation makes its own job; salloc's job runs srun steps inside it.
+  const CommandResult srun =
+      c.as_user(dir, {"srun", "--triage=off", "-n", "1", "sh", "-c", "echo $SLURM_JOB_ID"});
+  ASSERT_TRUE(srun.ok()) << srun.output;
+  const CommandResult salloc = c.as_user(
+      dir, {"salloc", "--triage=full", "-n", "1", "sh", "-c", "srun true; echo $SLURM_JOB_ID"},
+      {"SLURM_TRIAGE=off"});
+  ASSERT_TRUE(salloc.ok()) << salloc.output;
+  const auto last_number = [](const std::string& out) {
+    std::istringstream in(out);
+    std::string line;
+    uint32_t id = 0;
+    while (std::getline(in, line)) {
+      if (!line.empty() && std::all_of(line.begin(), line.end(), ::isdigit)) {
+        id = static_cast<uint32_t>(std::stoul(line));
+      }
+    }
+    return id;
+  };
+  const uint32_t srun_job = last_number(srun.output);
+  const uint32_t salloc_job = last_number(salloc.output);
+  ASSERT_NE(srun_job, 0u) << srun.output;
+  ASSERT_NE(salloc_job, 0u) << salloc.output;
+  c.wait_job(srun_job);
+  c.wait_job(salloc_job);
+  EXPECT_EQ(job_end(c, srun_job)["mode"], "off");
+  EXPECT_EQ(job_end(c, salloc_job)["mode"], "full");
+  for (const auto& m : of_op(c.inbox_messages(srun_job), "task_exit"))
+    EXPECT_EQ(m["mode"], "off");
+  const auto steps = of_op(c.inbox_messages(salloc_job), "task_exit");
+  ASSERT_FALSE(steps.empty());
+  for (const auto& m : steps)
+    EXPECT_EQ(m["mode"], "full") << m.dump();
+}
+
 TEST(SlurmPlugin, ATypoInTriageIsRefusedAtSubmission) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const std::string dir = c.make_job_dir("typo");
