@@ -125,13 +125,15 @@ Mode job_script_mode(spank_t sp, const PluginConfig& cfg) {
   return cfg.default_mode;
 }
 
-void send(const PluginConfig& cfg, JsonLine& line, const char* msg_id, const char* what,
-          uint32_t job_id) {
+void send(const PluginConfig& base, const char* host, JsonLine& line, const char* msg_id,
+          const char* what, uint32_t job_id) {
   const std::string_view text = line.finish();
   if (text.empty()) {
     slurm_error("spank_triage: %s for job %u does not fit in a message; not sent", what, job_id);
     return;
   }
+  PluginConfig cfg;
+  triage::spank::config_for_node(base, host, &cfg);
   const triage::spank::DeliveryReport r = triage::spank::deliver(cfg, msg_id, text);
   switch (r.how) {
     case triage::spank::Delivery::kAcked:
@@ -205,7 +207,7 @@ int job_script_message(spank_t sp, int ac, char** av, const char* op) {
     add_env(line, "stdout_pattern", "SLURM_JOB_STDOUT");
     add_env(line, "stderr_pattern", "SLURM_JOB_STDERR");
   }
-  send(cfg, line, msg_id, op, ids.job_id);
+  send(cfg, host, line, msg_id, op, ids.job_id);
   return 0;
 }
 
@@ -259,7 +261,7 @@ int task_message(spank_t sp, int ac, char** av, const char* op, bool with_exit) 
     line.add("wait_status", static_cast<int64_t>(status));
     triage::spank::add_decoded_wait_status(line, status);
   }
-  send(cfg, line, msg_id, op, t.job_id);
+  send(cfg, host, line, msg_id, op, t.job_id);
   return 0;
 }
 

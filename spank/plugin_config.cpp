@@ -63,6 +63,36 @@ bool parse_timeout(std::string_view v, int* out) noexcept {
 
 }  // namespace
 
+bool expand_node_pattern(const char* pattern, const char* node, char* out, size_t len) noexcept {
+  size_t n = 0;
+  auto put = [&](char c) {
+    if (n + 1 >= len) return false;
+    out[n++] = c;
+    return true;
+  };
+  bool ok = len > 0;
+  for (const char* p = pattern; ok && *p != '\0'; ++p) {
+    if (p[0] == '%' && p[1] == 'n') {
+      for (const char* q = node; ok && *q != '\0'; ++q)
+        ok = put(*q == '/' ? '_' : *q);
+      ++p;
+    } else if (p[0] == '%' && p[1] == '%') {
+      ok = put('%');
+      ++p;
+    } else {
+      ok = put(*p);
+    }
+  }
+  if (len > 0) out[ok ? n : 0] = '\0';
+  return ok;
+}
+
+void config_for_node(const PluginConfig& cfg, const char* node, PluginConfig* out) noexcept {
+  *out = cfg;
+  expand_node_pattern(cfg.socket_path, node, out->socket_path, sizeof(out->socket_path));
+  expand_node_pattern(cfg.inbox_dir, node, out->inbox_dir, sizeof(out->inbox_dir));
+}
+
 int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, ConfigErrorSink sink,
                       void* sink_ctx) noexcept {
   copy_path(kDefaultSocket, cfg->socket_path);

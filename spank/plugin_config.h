@@ -4,8 +4,9 @@
 //
 // Arguments (all optional): default=off|basic|full, socket=PATH (the agent's Unix socket),
 // inbox=DIR (where messages go when the agent does not answer), timeout_ms=N (how long to wait for
-// the agent's acknowledgement, 1..1000). A bad argument is reported and ignored; it never fails a
-// job.
+// the agent's acknowledgement, 1..1000). In socket= and inbox=, %n stands for the node's name (as
+// in SlurmdSpoolDir, for several slurmd on one host) and %% for a percent sign. A bad argument is
+// reported and ignored; it never fails a job.
 #pragma once
 
 #include <cstddef>
@@ -41,5 +42,12 @@ using ConfigErrorSink = void (*)(const char* message, void* ctx);
 // arguments that were rejected (each also reported through `sink` when it is not null).
 int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, ConfigErrorSink sink,
                       void* sink_ctx) noexcept;
+
+// Replaces %n in `pattern` by `node` ('/' in the name becomes '_') and %% by %; any other %x is
+// kept as it is. Returns false (and leaves `out` empty) when the result does not fit.
+bool expand_node_pattern(const char* pattern, const char* node, char* out, size_t len) noexcept;
+
+// `cfg` with %n expanded in its socket and inbox paths.
+void config_for_node(const PluginConfig& cfg, const char* node, PluginConfig* out) noexcept;
 
 }  // namespace triage::spank

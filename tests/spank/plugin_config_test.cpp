@@ -107,3 +107,34 @@ TEST(TriageMode, RejectsAnythingElse) {
 
 }  // namespace
 }  // namespace triage::spank
+
+namespace triage::spank {
+namespace {
+
+std::string expand(const char* pattern, const char* node, size_t len = 256) {
+  char out[256] = "garbage";
+  const bool ok = expand_node_pattern(pattern, node, out, len);
+  return ok ? std::string(out) : "<did not fit>" + std::string(out);
+}
+
+TEST(NodePattern, PercentNIsTheNodeSoSeveralSlurmdOnOneHostGetTheirOwnAgent) {
+  EXPECT_EQ(expand("/run/slurm-triage/%n/agent.sock", "node007"),
+            "/run/slurm-triage/node007/agent.sock");
+  EXPECT_EQ(expand("/var/spool/%n-%n", "a"), "/var/spool/a-a");
+  EXPECT_EQ(expand("/no/pattern", "x"), "/no/pattern");
+}
+
+TEST(NodePattern, PercentPercentAndOtherEscapesAreLiteral) {
+  EXPECT_EQ(expand("/a/100%%/%j/%", "n1"), "/a/100%/%j/%");
+}
+
+TEST(NodePattern, ANodeNameCannotAddDirectories) {
+  EXPECT_EQ(expand("/run/%n.sock", "../../etc/x"), "/run/.._.._etc_x.sock");
+}
+
+TEST(NodePattern, AResultThatDoesNotFitIsRefusedNotCut) {
+  EXPECT_EQ(expand("/run/%n.sock", "a-very-long-node-name", 12), "<did not fit>");
+}
+
+}  // namespace
+}  // namespace triage::spank

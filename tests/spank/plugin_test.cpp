@@ -417,6 +417,15 @@ TEST_F(Plugin, TaskStartAndExitComeFromSlurmstepdWithRankPidAndStep) {
   EXPECT_NE(exit["msg_id"], start["msg_id"]);
 }
 
+TEST_F(Plugin, PercentNInTheSocketPathReachesThisNodesAgent) {
+  set_args({"socket=" + (dir_ / "%n.sock"), "inbox=" + (dir_ / "inbox-%n"), "timeout_ms=500"});
+  task_environment(0);  // SLURMD_NODENAME=node007
+  FakeAgent agent(dir_ / "node007.sock", FakeAgent::Behaviour::kAck);
+  EXPECT_EQ(call("task_exit"), 0);
+  EXPECT_EQ(agent.lines().size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "inbox-node007"));
+}
+
 TEST_F(Plugin, ATaskKilledBySignalIsReportedAsTheSignal) {
   task_environment(9);  // SIGKILL, e.g. the OOM killer
   const Json m = one_message("task_exit");
