@@ -101,6 +101,11 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options)
   if (!options.agent_config.empty()) {
     argv.insert(argv.end(), {"--agent-config", options.agent_config});
   }
+  if (!options.agent.empty()) {
+    argv.insert(argv.end(), {"--agent-port", std::to_string(free_port())});
+  }
+  if (!options.analyzer.empty()) argv.insert(argv.end(), {"--analyzer", options.analyzer});
+  for (const auto& kv : options.agent_settings) argv.insert(argv.end(), {"--agent-set", kv});
   const CommandResult up = run_command(argv, std::chrono::seconds(180));
   if (!up.ok()) {
     const std::string why = "slurm-cluster up failed (exit " + std::to_string(up.exit_code) +

@@ -21,7 +21,9 @@ struct ClusterOptions {
   std::string plugin;       // spank_triage.so to load (empty: none)
   std::string plugin_args;  // empty: socket= and inbox= inside the state dir
   std::string agent;        // slurm-triage-agent to start (empty: none)
-  std::string agent_config;
+  std::string agent_config;  // empty: generated (socket and spool in the state dir)
+  std::string analyzer;      // slurm-triage for the generated config's AnalyzerPath
+  std::vector<std::string> agent_settings;  // more Key=Value lines for the generated config
 };
 
 class SlurmCluster {
