@@ -172,6 +172,7 @@ class LibslurmClient final : public SlurmClient {
       s.down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
       s.reason = str(n.reason);
       s.reason_uid = s.reason.empty() ? 0 : n.reason_uid;
+      s.addr = n.node_addr != nullptr ? std::string(n.node_addr) : s.name;
       out = s;
     }
     if (!out) error = "slurmctld knows no node " + node;

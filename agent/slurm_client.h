@@ -19,6 +19,7 @@ struct SlurmNodeState {
   bool down = false;
   std::string reason;       // the reason someone gave, if any
   uint32_t reason_uid = 0;  // who set the reason
+  std::string addr;         // NodeAddr: where the node is reached (may differ from its name)
 };
 
 class SlurmClient {

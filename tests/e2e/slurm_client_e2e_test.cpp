@@ -124,6 +124,7 @@ TEST_F(SlurmClientTest, AnIdleNodeIsNotDrained) {
   EXPECT_FALSE(n->drain);
   EXPECT_FALSE(n->down);
   EXPECT_TRUE(n->reason.empty());
+  EXPECT_EQ(n->addr, "127.0.0.1") << "NodeAddr, which peers use when names do not resolve";
   EXPECT_FALSE(client_->load_node("no-such-node", error).has_value());
 }
 

@@ -73,8 +73,14 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-SlurmCluster::SlurmCluster(const ClusterOptions& options)
-    : script_(slurm_cluster_script()), node_(short_hostname()) {
+SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluster_script()) {
+  const std::string host = short_hostname();
+  if (options.nodes <= 1) {
+    nodes_ = {host};
+  } else {
+    for (int i = 1; i <= options.nodes; ++i)
+      nodes_.push_back(host + std::to_string(i));
+  }
   if (geteuid() != 0) throw std::runtime_error("a real Slurm cluster needs root");
   std::string tmpl = "/tmp/triage-e2e-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -93,7 +99,8 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options)
                                    "--state",       state_,
                                    "--ctld-port",   std::to_string(free_port()),
                                    "--slurmd-port", std::to_string(free_port()),
-                                   "--node",        node_,
+                                   "--node",        host,
+                                   "--nodes",       std::to_string(nodes_.size()),
                                    "--owner-pid",   std::to_string(getpid())};
   if (!options.plugin.empty()) argv.insert(argv.end(), {"--plugin", options.plugin});
   if (!options.plugin_args.empty()) argv.insert(argv.end(), {"--plugin-args", options.plugin_args});
@@ -105,7 +112,8 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options)
     argv.insert(argv.end(), {"--agent-port", std::to_string(free_port())});
   }
   if (!options.analyzer.empty()) argv.insert(argv.end(), {"--analyzer", options.analyzer});
-  for (const auto& kv : options.agent_settings) argv.insert(argv.end(), {"--agent-set", kv});
+  for (const auto& kv : options.agent_settings)
+    argv.insert(argv.end(), {"--agent-set", kv});
   const CommandResult up = run_command(argv, std::chrono::seconds(180));
   if (!up.ok()) {
     const std::string why = "slurm-cluster up failed (exit " + std::to_string(up.exit_code) +
@@ -124,6 +132,24 @@ SlurmCluster::~SlurmCluster() {
     std::error_code ec;
     fs::remove_all(state_, ec);
   }
+}
+
+std::string SlurmCluster::triage_dir(const std::string& node) const {
+  if (nodes_.size() == 1) return state_ + "/triage";
+  return state_ + "/triage/" + (node.empty() ? nodes_.front() : node);
+}
+
+std::string SlurmCluster::socket_path(const std::string& node) const {
+  return triage_dir(node) + "/run/agent.sock";
+}
+
+std::string SlurmCluster::inbox_dir(const std::string& node) const {
+  return triage_dir(node) + "/spool/inbox";
+}
+
+void SlurmCluster::stop_daemon(const std::string& name) const {
+  const CommandResult r = run_command({script_, "stop", name, "--state", state_});
+  if (!r.ok()) throw std::runtime_error("stopping " + name + ": " + r.output);
 }
 
 std::string SlurmCluster::make_job_dir(const std::string& name) const {
@@ -213,11 +239,11 @@ void SlurmCluster::wait_running(uint32_t id, milliseconds timeout) const {
 }
 
 std::string SlurmCluster::node_state() const {
-  return trim(as_root({"sinfo", "-h", "-n", node_, "-o", "%T"}).output);
+  return trim(as_root({"sinfo", "-h", "-n", node(), "-o", "%T"}).output);
 }
 
 std::string SlurmCluster::node_reason() const {
-  return trim(as_root({"sinfo", "-h", "-n", node_, "-o", "%E"}).output);
+  return trim(as_root({"sinfo", "-h", "-n", node(), "-o", "%E"}).output);
 }
 
 std::vector<nlohmann::json> SlurmCluster::inbox_messages(uint32_t job_id) const {

@@ -18,12 +18,13 @@
 namespace triage::testing {
 
 struct ClusterOptions {
-  std::string plugin;       // spank_triage.so to load (empty: none)
-  std::string plugin_args;  // empty: socket= and inbox= inside the state dir
-  std::string agent;        // slurm-triage-agent to start (empty: none)
-  std::string agent_config;  // empty: generated (socket and spool in the state dir)
-  std::string analyzer;      // slurm-triage for the generated config's AnalyzerPath
+  std::string plugin;                       // spank_triage.so to load (empty: none)
+  std::string plugin_args;                  // empty: socket= and inbox= inside the state dir
+  std::string agent;                        // slurm-triage-agent to start (empty: none)
+  std::string agent_config;                 // empty: generated (socket and spool in the state dir)
+  std::string analyzer;                     // slurm-triage for the generated config's AnalyzerPath
   std::vector<std::string> agent_settings;  // more Key=Value lines for the generated config
+  int nodes = 1;  // >1: several slurmd on this host (<host>1..n at 127.0.0.1..n), an agent each
 };
 
 class SlurmCluster {
@@ -37,9 +38,14 @@ class SlurmCluster {
 
   const std::string& state_dir() const { return state_; }
   std::string conf() const { return state_ + "/etc/slurm.conf"; }
-  const std::string& node() const { return node_; }
-  std::string socket_path() const { return state_ + "/triage/run/agent.sock"; }
-  std::string inbox_dir() const { return state_ + "/triage/spool/inbox"; }
+  // The first (or only) node, and all of them.
+  const std::string& node() const { return nodes_.front(); }
+  const std::vector<std::string>& nodes() const { return nodes_; }
+  // The plugin's agent socket and inbox on `node` (default: the first).
+  std::string socket_path(const std::string& node = "") const;
+  std::string inbox_dir(const std::string& node = "") const;
+  // Stops one daemon ("agent", "agent-<node>", "slurmd-<node>") for the rest of the run.
+  void stop_daemon(const std::string& name) const;
   uid_t user_uid() const { return uid_; }
   gid_t user_gid() const { return gid_; }
 
@@ -79,9 +85,11 @@ class SlurmCluster {
   std::string logs() const;
 
  private:
+  std::string triage_dir(const std::string& node) const;
+
   std::string script_;
   std::string state_;
-  std::string node_;
+  std::vector<std::string> nodes_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   bool up_ = false;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/e2e/cluster_environment.h"
+#include "tests/e2e/layout_job.h"
 
 namespace triage::testing {
 namespace {
@@ -27,83 +28,10 @@ using std::chrono::seconds;
 
 ClusterEnvironment* g_env = nullptr;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A job in the harness layout: `body` runs after outputs/<id>-<name>/ and its log symlink exist.
-struct LayoutJob {
-  std::string dir;  // the submission directory (holds outputs/)
-  std::string name;
-  uint32_t id = 0;
-
-  fs::path job_dir() const { return fs::path(dir) / "outputs" / (std::to_string(id) + "-" + name); }
-  fs::path log() const {
-    return fs::path(dir) / "outputs" / (std::to_string(id) + "-" + name + ".log");
-  }
-};
-
-LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
-                            const std::string& job_name, const std::string& body,
-                            const std::vector<std::string>& extra_args = {}) {
-  LayoutJob j;
-  j.dir = c.make_job_dir(case_name);
-  j.name = job_name;
-  fs::create_directories(fs::path(j.dir) / "outputs");
-  chown((j.dir + "/outputs").c_str(), c.user_uid(), c.user_gid());
-  const std::string script = j.dir + "/job.sh";
-  std::ofstream(script)
-      << "#!/bin/bash\n"
-      << "d=outputs/${SLURM_JOB_ID}-${SLURM_JOB_NAME}\n"
-      << "mkdir -p $d && ln -sfn ../${SLURM_JOB_ID}-${SLURM_JOB_NAME}.log $d/log\n"
-      << "now() { date '+%Y-%m-%d %H:%M:%S'; }\n"
-      << "echo \"SLURM_JOB_ID=$SLURM_JOB_ID\"\n"
-      << "echo \"PASSTHROUGH_ARGS=steps=1000\"\n"
-      << body << "\n";
-  std::vector<std::string> args = {"-J", job_name, "-o", "outputs/%j-%x.log"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  args.push_back("job.sh");
-  j.id = c.sbatch(j.dir, args);
-  return j;
-}
-
-// The agent is done with a job once its spool holds the analysis summary (report written, skipped
-// for --triage=off, or failed).
-json wait_for_analysis(const SlurmCluster& c, uint32_t id, milliseconds timeout = seconds(90)) {
-  const fs::path spool =
-      fs::path(c.state_dir()) / "triage/spool/jobs" / (std::to_string(id) + ".jsonl");
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::istringstream lines(slurp(spool));
-    std::string line;
-    while (std::getline(lines, line)) {
-      auto j = json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("r", "") == "analysis") return j;
-    }
-    std::this_thread::sleep_for(milliseconds(200));
-  }
-  throw std::runtime_error("the agent never finished job " + std::to_string(id) + "\n" + c.logs());
-}
-
-void expect_users_regular_file(const SlurmCluster& c, const fs::path& p) {
-  struct stat st {};
-  ASSERT_EQ(lstat(p.c_str(), &st), 0) << p << " is missing";
-  EXPECT_TRUE(S_ISREG(st.st_mode)) << p << " is not a regular file";
-  EXPECT_EQ(st.st_uid, c.user_uid()) << p;
-  EXPECT_EQ(st.st_gid, c.user_gid()) << p;
-}
-
-const char* const kSteps =
-    "for i in $(seq 1 8); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
-    "sleep 0.1; done";
-
 TEST(Triage, TheDefaultReportIsTheUsersWithStatusClassAndRankExits) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob j = submit_layout_job(c, "nccl", "mixtral-8x7b",
-                                        std::string(kSteps) +
+                                        std::string(kStepLines) +
                                             "\nsrun -n 2 bash -c 'if [ $SLURM_PROCID = 1 ]; then "
                                             "echo \"vm:1:1 [1] NCCL WARN Timeout waiting for "
                                             "all-reduce after 600000 ms\"; exit 1; fi; "
@@ -131,7 +59,7 @@ TEST(Triage, ARankKilledBySigkillIsNamedInTheNodeTable) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob j =
       submit_layout_job(c, "sigkill", "deepseek-v3-lite",
-                        std::string(kSteps) +
+                        std::string(kStepLines) +
                             "\nsrun -n 2 bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
                             "sleep 1'\nexit 137",
                         {"-n", "2"});
@@ -146,8 +74,8 @@ TEST(Triage, ARankKilledBySigkillIsNamedInTheNodeTable) {
 
 TEST(Triage, TriageOffWritesNothing) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
-  const LayoutJob j =
-      submit_layout_job(c, "off", "quiet-run", std::string(kSteps) + "\nexit 1", {"--triage=off"});
+  const LayoutJob j = submit_layout_job(c, "off", "quiet-run", std::string(kStepLines) + "\nexit 1",
+                                        {"--triage=off"});
   EXPECT_EQ(c.wait_job(j.id), "FAILED");
   wait_for_analysis(c, j.id);
   for (const auto& e : fs::recursive_directory_iterator(j.dir)) {
@@ -165,7 +93,7 @@ TEST(Triage, ALogSymlinkToARootOnlyFileLeaksNothing) {
   const LayoutJob j = submit_layout_job(
       c, "leak", "sneaky",
       // The job points its log symlink at a file only root can read, hoping root reads it.
-      "ln -sfn " + secret.string() + " $d/log\n" + kSteps + "\nexit 1");
+      "ln -sfn " + secret.string() + " $d/log\n" + kStepLines + "\nexit 1");
   EXPECT_EQ(c.wait_job(j.id), "FAILED");
   wait_for_analysis(c, j.id);
   bool report = false;
@@ -187,7 +115,7 @@ TEST(Triage, APreplacedTriageMdSymlinkIsNotFollowed) {
   const LayoutJob j =
       submit_layout_job(c, "symlink", "trap",
                         "ln -sfn " + victim.string() + " $d/triage.md\nln -sfn " + victim.string() +
-                            " $d/triage.json\n" + kSteps + "\nexit 1");
+                            " $d/triage.json\n" + kStepLines + "\nexit 1");
   EXPECT_EQ(c.wait_job(j.id), "FAILED");
   wait_for_analysis(c, j.id);
   EXPECT_EQ(slurp(victim), "precious\n");
@@ -201,7 +129,7 @@ TEST(Triage, AKernelOomInTheJobsCgroupIsThePrimaryFailureWithTheKernelLine) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob j =
       submit_layout_job(c, "oom", "llama3-70b",
-                        std::string(kSteps) +
+                        std::string(kStepLines) +
                             "\nsrun -n 1 bash -c 'echo $$ > '$d'/rank0.pid; "
                             "while [ ! -e '$d'/go ]; do sleep 0.1; done; kill -9 $$'");
   c.wait_running(j.id);
