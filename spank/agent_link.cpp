@@ -27,9 +27,9 @@ int64_t now_ms() noexcept {
 void set_why(char* why, size_t len, const char* what, int err) noexcept {
   if (why == nullptr || len == 0) return;
   if (err != 0) {
-    std::snprintf(why, len, "%s: %s", what, std::strerror(err));
+    (void)std::snprintf(why, len, "%s: %s", what, std::strerror(err));
   } else {
-    std::snprintf(why, len, "%s", what);
+    (void)std::snprintf(why, len, "%s", what);
   }
 }
 
@@ -133,8 +133,8 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
   }
   if (peer.uid != 0 && peer.uid != geteuid()) {
     char msg[128];
-    std::snprintf(msg, sizeof(msg), "agent socket is owned by uid %u, not root",
-                  static_cast<unsigned>(peer.uid));
+    (void)std::snprintf(msg, sizeof(msg), "agent socket is owned by uid %u, not root",
+                        static_cast<unsigned>(peer.uid));
     set_why(why, why_len, msg, 0);
     return false;
   }
@@ -182,8 +182,8 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
     if (nl != std::string_view::npos) {
       if (reply_is_ok(slice(text, 0, nl))) return true;
       char msg[200];
-      std::snprintf(msg, sizeof(msg), "the agent refused the message: %.*s",
-                    static_cast<int>(nl > 150 ? 150 : nl), reply);
+      (void)std::snprintf(msg, sizeof(msg), "the agent refused the message: %.*s",
+                          static_cast<int>(nl > 150 ? 150 : nl), reply);
       set_why(why, why_len, msg, 0);
       return false;
     }
@@ -230,7 +230,7 @@ bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_
   if (name[0] == '.') name[0] = '_';  // dot names are the temporaries the agent skips
   std::memcpy(name + n, ".json", sizeof(".json"));
   char tmp[sizeof(name) + 8];
-  std::snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+  (void)std::snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 
   Fd file(openat(dir.get(), tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file.get() < 0) {
@@ -272,7 +272,8 @@ DeliveryReport deliver(const PluginConfig& cfg, std::string_view msg_id,
     return r;
   }
   const size_t used = std::strlen(r.why);
-  std::snprintf(r.why + used, sizeof(r.why) - used, "; inbox %s: %s", cfg.inbox_dir, inbox_why);
+  (void)std::snprintf(r.why + used, sizeof(r.why) - used, "; inbox %s: %s", cfg.inbox_dir,
+                      inbox_why);
   r.how = Delivery::kLost;
   return r;
 }

@@ -108,7 +108,7 @@ void JsonLine::escaped(std::string_view s) noexcept {
       default:
         if (c < 0x20 || c == 0x7F) {
           char esc[8];
-          std::snprintf(esc, sizeof(esc), "\\u%04x", static_cast<unsigned>(c));
+          (void)std::snprintf(esc, sizeof(esc), "\\u%04x", static_cast<unsigned>(c));
           raw(esc);
         } else {
           raw_char(static_cast<char>(c));

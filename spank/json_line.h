@@ -10,7 +10,7 @@
 namespace triage::spank {
 
 // The socket protocol's limit for one request line (docs/protocol.md), newline included.
-inline constexpr size_t kMaxLineBytes = 64 * 1024;
+inline constexpr size_t kMaxLineBytes = size_t{64} * 1024;
 
 class JsonLine {
  public:

@@ -17,11 +17,11 @@ void node_name(char* out, size_t len) noexcept {
   if (len == 0) return;
   const char* env = std::getenv("SLURMD_NODENAME");
   if (env != nullptr && *env != '\0') {
-    std::snprintf(out, len, "%s", env);
+    (void)std::snprintf(out, len, "%s", env);
     return;
   }
   if (gethostname(out, len) != 0) {
-    std::snprintf(out, len, "unknown");
+    (void)std::snprintf(out, len, "unknown");
     return;
   }
   out[len - 1] = '\0';
@@ -37,8 +37,8 @@ void begin_message(JsonLine& line, std::string_view op, const char* host, char* 
   // Unique per sender even for two messages in the same microsecond (task_exit of many ranks).
   static unsigned long counter = 0;
   const int64_t now = wall_clock_usec();
-  std::snprintf(msg_id, kMaxMsgIdBytes, "%.255s:%ld:%lld:%lu", host, static_cast<long>(getpid()),
-                static_cast<long long>(now), ++counter);
+  (void)std::snprintf(msg_id, kMaxMsgIdBytes, "%.255s:%ld:%lld:%lu", host,
+                      static_cast<long>(getpid()), static_cast<long long>(now), ++counter);
   line.add("op", op);
   line.add("msg_id", msg_id);
   line.add("host", host);
@@ -61,19 +61,19 @@ bool parse_int_strict(const char* s, int64_t* out) noexcept {
 void step_name(uint32_t step_id, char* out, size_t len) noexcept {
   switch (step_id) {
     case SLURM_PENDING_STEP:
-      std::snprintf(out, len, "pending");
+      (void)std::snprintf(out, len, "pending");
       return;
     case SLURM_EXTERN_CONT:
-      std::snprintf(out, len, "extern");
+      (void)std::snprintf(out, len, "extern");
       return;
     case SLURM_BATCH_SCRIPT:
-      std::snprintf(out, len, "batch");
+      (void)std::snprintf(out, len, "batch");
       return;
     case SLURM_INTERACTIVE_STEP:
-      std::snprintf(out, len, "interactive");
+      (void)std::snprintf(out, len, "interactive");
       return;
     default:
-      std::snprintf(out, len, "%u", step_id);
+      (void)std::snprintf(out, len, "%u", step_id);
   }
 }
 

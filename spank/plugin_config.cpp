@@ -45,7 +45,7 @@ void report(ConfigErrorSink sink, void* ctx, std::string_view arg, const char* p
   char msg[512];
   // Arguments are echoed bounded: the admin needs to recognise them, not read them whole.
   const int shown = static_cast<int>(arg.size() > 200 ? 200 : arg.size());
-  std::snprintf(msg, sizeof(msg), "'%.*s': %s", shown, arg.data(), problem);
+  (void)std::snprintf(msg, sizeof(msg), "'%.*s': %s", shown, arg.data(), problem);
   sink(msg, ctx);
 }
 

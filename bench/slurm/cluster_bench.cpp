@@ -81,15 +81,15 @@ std::vector<double> sruns(const SlurmCluster& c, const std::string& dir, int cou
 }
 
 void print(const char* what, const Stats& s, const Stats& base) {
-  std::printf("  %-40s p50 %7.1f ms  p99 %7.1f ms  mean %7.1f ms  (mean %.2fx)\n", what, s.p50,
-              s.p99, s.mean, base.mean > 0 ? s.mean / base.mean : 0.0);
+  (void)std::printf("  %-40s p50 %7.1f ms  p99 %7.1f ms  mean %7.1f ms  (mean %.2fx)\n", what,
+                    s.p50, s.p99, s.mean, base.mean > 0 ? s.mean / base.mean : 0.0);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (geteuid() != 0) {
-    std::fprintf(stderr, "cluster_bench: needs root (it starts Slurm daemons)\n");
+    (void)std::fprintf(stderr, "cluster_bench: needs root (it starts Slurm daemons)\n");
     return 2;
   }
   const int jobs = argc > 1 ? std::atoi(argv[1]) : 20;
@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
   }
   const std::string dir = c.make_job_dir("bench");
 
-  std::printf("slurmd spank epilog per job (slurmd.log timestamps, ms resolution), %d jobs each\n",
-              jobs);
+  (void)std::printf(
+      "slurmd spank epilog per job (slurmd.log timestamps, ms resolution), %d jobs each\n", jobs);
   set_plugstack(c, "");
   const Stats base = summarize(epilogs(c, dir, jobs));
   print("no plugin (empty plugstack)", base, base);
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     print("plugin, agent up", summarize(epilogs(c, dir, jobs)), base);
   }
 
-  std::printf(
+  (void)std::printf(
       "step launch: srun -n 2 true inside a batch job, %d per job, 2 jobs each, "
       "interleaved\n",
       per_job);

@@ -59,8 +59,8 @@ std::vector<double> time_n(int n, const std::function<void()>& fn) {
 }
 
 void print(const char* what, const Stats& s, double baseline_p50) {
-  std::printf("%-44s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  (p50 = %5.2fx fork+exec)\n", what,
-              s.p50, s.p99, s.max, s.p50 / baseline_p50);
+  (void)std::printf("%-44s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  (p50 = %5.2fx fork+exec)\n",
+                    what, s.p50, s.p99, s.max, s.p50 / baseline_p50);
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ void print(const char* what, const Stats& s, double baseline_p50) {
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 200;
   if (n <= 0) {
-    std::fprintf(stderr, "usage: epilog_latency_bench [N]\n");
+    (void)std::fprintf(stderr, "usage: epilog_latency_bench [N]\n");
     return 2;
   }
   triage::testing::TempDir dir("triage-epilog-bench");
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     int st = 0;
     waitpid(pid, &st, 0);
   }));
-  std::printf("spank_triage.so job epilog callback, %d calls each\n", n);
+  (void)std::printf("spank_triage.so job epilog callback, %d calls each\n", n);
   print("baseline: fork+exec /bin/true", baseline, baseline.p50);
 
   auto epilog = [&] {
@@ -142,9 +142,10 @@ int main(int argc, char** argv) {
     ok = ok && s.p99 < 20;
   }
   if (inbox_files != static_cast<size_t>(n)) {
-    std::printf("unexpected: %zu inbox files for %d calls with the agent down\n", inbox_files, n);
+    (void)std::printf("unexpected: %zu inbox files for %d calls with the agent down\n", inbox_files,
+                      n);
     ok = false;
   }
-  std::printf("target p99 < 20 ms in every case: %s\n", ok ? "met" : "NOT MET");
+  (void)std::printf("target p99 < 20 ms in every case: %s\n", ok ? "met" : "NOT MET");
   return ok ? 0 : 1;
 }

@@ -32,6 +32,10 @@ double seconds_of(const std::function<void()>& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void run_quiet(const std::string& cmd) {
+  if (std::system((cmd + " >/dev/null").c_str()) < 0) std::perror(cmd.c_str());
+}
+
 int64_t job_end_usec(const SlurmCluster& c, uint32_t id) {
   std::ifstream in(c.state_dir() + "/triage/spool/jobs/" + std::to_string(id) + ".jsonl");
   std::string line;
@@ -47,10 +51,10 @@ int64_t job_end_usec(const SlurmCluster& c, uint32_t id) {
 
 int main(int argc, char** argv) {
   if (geteuid() != 0) {
-    std::fprintf(stderr, "report_latency_bench: needs root (it starts Slurm daemons)\n");
+    (void)std::fprintf(stderr, "report_latency_bench: needs root (it starts Slurm daemons)\n");
     return 2;
   }
-  const long mib = argc > 1 ? std::atol(argv[1]) : 1024;
+  const long mib = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 1024;
   const std::string mode = argc > 2 ? argv[2] : "basic";
   triage::testing::ClusterOptions options;
   options.plugin = SPANK_TRIAGE_SO;
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!fs::exists(report)) {
-    std::fprintf(stderr, "no report after 10 minutes\n%s\n", c.logs().c_str());
+    (void)std::fprintf(stderr, "no report after 10 minutes\n%s\n", c.logs().c_str());
     return 1;
   }
   struct stat st {};
@@ -92,14 +96,12 @@ int main(int argc, char** argv) {
   const double latency = static_cast<double>(written_usec - job_end_usec(c, id)) / 1e6;
 
   const std::string log = dir + "/outputs/" + std::to_string(id) + "-big.log";
-  const double grep_s = seconds_of(
-      [&] { (void)!std::system(("grep -c 'NCCL WARN' '" + log + "' >/dev/null").c_str()); });
-  const double rg_s = seconds_of(
-      [&] { (void)!std::system(("rg -c 'NCCL WARN' '" + log + "' >/dev/null").c_str()); });
-  std::printf(
+  const double grep_s = seconds_of([&] { run_quiet("grep -c 'NCCL WARN' '" + log + "'"); });
+  const double rg_s = seconds_of([&] { run_quiet("rg -c 'NCCL WARN' '" + log + "'"); });
+  (void)std::printf(
       "job end -> triage.md (%ld MiB log, --triage=%s): %.2f s   "
       "(grep -c: %.2f s = %.1fx, rg -c: %.2f s = %.1fx)\n",
       mib, mode.c_str(), latency, grep_s, latency / grep_s, rg_s, latency / rg_s);
-  std::printf("target < 5 s in basic: %s\n", latency < 5.0 ? "met" : "NOT MET");
+  (void)std::printf("target < 5 s in basic: %s\n", latency < 5.0 ? "met" : "NOT MET");
   return 0;
 }

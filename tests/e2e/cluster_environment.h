@@ -52,7 +52,7 @@ inline int run_with_cluster(int argc, char** argv, const char* name, const Clust
                             ClusterEnvironment** env) {
   ::testing::InitGoogleTest(&argc, argv);
   if (geteuid() != 0) {
-    std::fprintf(stderr, "%s: needs root (it starts Slurm daemons); skipped\n", name);
+    (void)std::fprintf(stderr, "%s: needs root (it starts Slurm daemons); skipped\n", name);
     return 77;
   }
   *env = new ClusterEnvironment(options);

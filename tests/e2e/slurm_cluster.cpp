@@ -275,18 +275,12 @@ std::optional<double> SlurmCluster::epilog_ms(uint32_t job_id) const {
   const std::string id = std::to_string(job_id);
   // "[2026-11-21T13:04:05.600] ..." -> milliseconds since midnight.
   auto ms_of = [](const std::string& line) -> std::optional<double> {
-    int y = 0;
-    int mo = 0;
-    int d = 0;
-    int h = 0;
-    int mi = 0;
-    int sec = 0;
-    int ms = 0;
-    if (std::sscanf(line.c_str(), "[%4d-%2d-%2dT%2d:%2d:%2d.%3d]", &y, &mo, &d, &h, &mi, &sec,
-                    &ms) != 7) {
+    if (line.size() < 25 || line[0] != '[' || line[11] != 'T' || line[20] != '.')
       return std::nullopt;
-    }
-    return ((h * 60.0 + mi) * 60.0 + sec) * 1000.0 + ms;
+    const auto num = [&](size_t pos, size_t len) {
+      return std::strtod(line.substr(pos, len).c_str(), nullptr);
+    };
+    return ((num(12, 2) * 60.0 + num(15, 2)) * 60.0 + num(18, 2)) * 1000.0 + num(21, 3);
   };
   std::optional<double> begin;
   std::string line;

@@ -34,8 +34,8 @@ class AgentLink : public ::testing::Test {
   void SetUp() override {
     socket_ = dir_ / "agent.sock";
     inbox_ = dir_ / "inbox";
-    std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", socket_.c_str());
-    std::snprintf(cfg_.inbox_dir, sizeof(cfg_.inbox_dir), "%s", inbox_.c_str());
+    (void)std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", socket_.c_str());
+    (void)std::snprintf(cfg_.inbox_dir, sizeof(cfg_.inbox_dir), "%s", inbox_.c_str());
     cfg_.timeout_ms = 50;
   }
 
@@ -112,7 +112,7 @@ TEST_F(AgentLink, AStaleSocketFileWithNobodyListeningMeansTheInbox) {
   const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_.c_str());
+  (void)std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_.c_str());
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   close(fd);
@@ -159,7 +159,7 @@ TEST_F(AgentLink, ASocketServedByAnotherUserIsNotTheAgent) {
   fs::create_directory(open_dir);
   fs::permissions(open_dir, fs::perms::all);
   const std::string path = (open_dir / "agent.sock").string();
-  std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", path.c_str());
+  (void)std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", path.c_str());
   const pid_t pid = testing::start_foreign_agent(path, 65534);
   const DeliveryReport r = deliver(cfg_, kMsgId, kLine);
   testing::stop_foreign_agent(pid);
@@ -215,7 +215,7 @@ TEST_F(AgentLink, ThePeerCredentialsOfAnAgentRunningAsUsAreAccepted) {
 
 TEST_F(AgentLink, ASocketPathTooLongForSunPathFallsBackToTheInbox) {
   const std::string long_path = "/" + std::string(200, 's');
-  std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", long_path.c_str());
+  (void)std::snprintf(cfg_.socket_path, sizeof(cfg_.socket_path), "%s", long_path.c_str());
   const DeliveryReport r = deliver(cfg_, kMsgId, kLine);
   EXPECT_EQ(r.how, Delivery::kInbox);
   EXPECT_NE(std::strstr(r.why, "too long"), nullptr) << r.why;

@@ -69,7 +69,7 @@ int spank_remote(spank_t /*sp*/) {
 
 const char* spank_strerror(spank_err_t err) {
   static char buf[32];
-  std::snprintf(buf, sizeof(buf), "spank error %d", static_cast<int>(err));
+  (void)std::snprintf(buf, sizeof(buf), "spank error %d", static_cast<int>(err));
   return buf;
 }
 
