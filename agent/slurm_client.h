@@ -14,11 +14,12 @@ namespace triage::agent {
 
 struct SlurmNodeState {
   std::string name;
-  std::string state;        // "IDLE", "ALLOCATED", "DRAINING", "DRAINED", "DOWN", ... (+ flags)
-  bool drain = false;       // DRAIN flag set (DRAINING or DRAINED)
+  std::string state;   // "IDLE", "ALLOCATED", "DRAINING", "DRAINED", "DOWN", ... (+ flags)
+  bool drain = false;  // DRAIN flag set (DRAINING or DRAINED)
   bool down = false;
   std::string reason;       // the reason someone gave, if any
   uint32_t reason_uid = 0;  // who set the reason
+  std::string addr;         // NodeAddr: where the node is reached (may differ from its name)
 };
 
 class SlurmClient {

@@ -1,0 +1,325 @@
+// spank_triage.so: the SPANK side of slurm-triage. It registers --triage[=off|basic|full] and
+// tells the node agent about task starts and exits (from slurmstepd, as root) and about job start
+// and end (slurmd's prolog and epilog). Every callback returns 0 whatever happens: a missing agent,
+// a bad argument or a full disk never fails, delays or drains anything. Nothing here throws (the
+// plugin is built with -fno-exceptions) and nothing allocates on the message path.
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+// <slurm/spank.h> declares the callbacks outside its own extern "C" block.
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include "spank/agent_link.h"
+#include "spank/json_line.h"
+#include "spank/lifecycle.h"
+#include "spank/plugin_config.h"
+
+// SPANK_PLUGIN(triage, 1) would give these internal linkage in C++; Slurm dlsym()s them.
+extern "C" const char plugin_name[] = "triage";
+extern "C" const char plugin_type[] = "spank";
+extern "C" const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+
+namespace {
+
+using triage::spank::JsonLine;
+using triage::spank::Mode;
+using triage::spank::PluginConfig;
+
+PluginConfig g_config;
+bool g_config_loaded = false;
+
+// What --triage said, as Slurm handed it to the option callback (client side at submission,
+// slurmstepd side when the step starts).
+bool g_option_seen = false;
+Mode g_option_mode = Mode::kBasic;
+
+char g_option_name[] = "triage";
+char g_option_arginfo[] = "off|basic|full";
+char g_option_usage[] =
+    "Write triage.md (why the job ended, with evidence) into the job directory: off, basic "
+    "(default unless the admin chose otherwise) or full (also per-rank logs and metrics "
+    "playbooks). A bare --triage means full. SLURM_TRIAGE=<mode> in the environment does the "
+    "same.";
+
+int option_callback(int val, const char* optarg, int remote);
+
+spank_option g_option = {g_option_name, g_option_arginfo, g_option_usage, 2, 0, option_callback};
+
+bool daemon_context() {
+  const spank_context_t ctx = spank_context();
+  return ctx == S_CTX_REMOTE || ctx == S_CTX_SLURMD || ctx == S_CTX_JOB_SCRIPT;
+}
+
+void config_error(const char* message, void* /*ctx*/) {
+  // Admins read daemon logs; users running sbatch should not see plugstack typos on every submit.
+  if (daemon_context()) {
+    slurm_error("spank_triage: plugstack argument %s", message);
+  } else {
+    slurm_debug("spank_triage: plugstack argument %s", message);
+  }
+}
+
+const PluginConfig& config(int ac, char** av) {
+  if (!g_config_loaded) {
+    triage::spank::parse_plugin_args(ac, av, &g_config, config_error, nullptr);
+    g_config_loaded = true;
+  }
+  return g_config;
+}
+
+int option_callback(int /*val*/, const char* optarg, int remote) {
+  Mode m = Mode::kBasic;
+  if (!triage::spank::parse_mode(optarg, &m)) {
+    if (remote == 0) {
+      // At submission a typo is worth stopping for: the user is right there.
+      slurm_error("--triage=%s: expected off, basic or full", optarg);
+      return -1;
+    }
+    slurm_error("spank_triage: ignoring --triage=%s", optarg);
+    return 0;
+  }
+  g_option_seen = true;
+  g_option_mode = m;
+  return 0;
+}
+
+Mode mode_from_text(const char* value, const char* origin, Mode fallback) {
+  Mode m = fallback;
+  if (value != nullptr && !triage::spank::parse_mode(value, &m)) {
+    slurm_error("spank_triage: ignoring %s=%s (expected off, basic or full)", origin, value);
+    return fallback;
+  }
+  return m;
+}
+
+// slurmstepd: the option callback ran if --triage was given; otherwise the job's environment may
+// carry the user's SLURM_TRIAGE (or its job-control copy, see init_post_opt).
+Mode remote_mode(spank_t sp, const PluginConfig& cfg) {
+  if (g_option_seen) return g_option_mode;
+  char buf[64];
+  for (const char* var : {"SLURM_SPANK_TRIAGE", "SLURM_TRIAGE"}) {
+    if (spank_getenv(sp, var, buf, sizeof(buf)) == ESPANK_SUCCESS) {
+      return mode_from_text(buf, var, cfg.default_mode);
+    }
+  }
+  return cfg.default_mode;
+}
+
+// Prolog and epilog (job_script context): Slurm puts the option into the environment as
+// SPANK__SLURM_SPANK_OPTION_triage_triage, read through spank_option_getopt; SPANK_TRIAGE is the
+// job-control copy of the user's SLURM_TRIAGE.
+Mode job_script_mode(spank_t sp, const PluginConfig& cfg) {
+  char* arg = nullptr;
+  if (spank_option_getopt(sp, &g_option, &arg) == ESPANK_SUCCESS) {
+    return mode_from_text(arg == nullptr ? "" : arg, "--triage", cfg.default_mode);
+  }
+  const char* env = std::getenv("SPANK_TRIAGE");
+  if (env != nullptr) return mode_from_text(env, "SLURM_TRIAGE", cfg.default_mode);
+  return cfg.default_mode;
+}
+
+void send(const PluginConfig& base, const char* host, JsonLine& line, const char* msg_id,
+          const char* what, uint32_t job_id) {
+  const std::string_view text = line.finish();
+  if (text.empty()) {
+    slurm_error("spank_triage: %s for job %u does not fit in a message; not sent", what, job_id);
+    return;
+  }
+  PluginConfig cfg;
+  triage::spank::config_for_node(base, host, &cfg);
+  const triage::spank::DeliveryReport r = triage::spank::deliver(cfg, msg_id, text);
+  switch (r.how) {
+    case triage::spank::Delivery::kAcked:
+      break;
+    case triage::spank::Delivery::kInbox:
+      slurm_debug("spank_triage: %s for job %u left in %s (%s)", what, job_id, cfg.inbox_dir,
+                  r.why);
+      break;
+    case triage::spank::Delivery::kLost:
+      slurm_error("spank_triage: %s for job %u could not be delivered: %s", what, job_id, r.why);
+      break;
+  }
+}
+
+void add_env(JsonLine& line, std::string_view key, const char* var) {
+  const char* v = std::getenv(var);
+  if (v != nullptr) line.add(key, v);
+}
+
+void add_env_int(JsonLine& line, std::string_view key, const char* var) {
+  const char* v = std::getenv(var);
+  int64_t n = 0;
+  if (v == nullptr) return;
+  if (triage::spank::parse_int_strict(v, &n)) {
+    line.add(key, n);
+  } else {
+    slurm_error("spank_triage: %s=%.64s is not a number; left out", var, v);
+  }
+}
+
+struct JobIds {
+  uint32_t job_id = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+bool job_ids(spank_t sp, JobIds* ids, const char* where) {
+  if (spank_get_item(sp, S_JOB_ID, &ids->job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &ids->uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &ids->gid) != ESPANK_SUCCESS) {
+    slurm_error("spank_triage: %s: the job's id, uid or gid is not available", where);
+    return false;
+  }
+  return true;
+}
+
+// job_start (prolog) and job_end (epilog) carry the same job facts from slurmd's environment.
+int job_script_message(spank_t sp, int ac, char** av, const char* op) {
+  const PluginConfig& cfg = config(ac, av);
+  JobIds ids;
+  if (!job_ids(sp, &ids, op)) return 0;
+  const Mode mode = job_script_mode(sp, cfg);
+
+  char host[256];
+  triage::spank::node_name(host, sizeof(host));
+  char msg_id[triage::spank::kMaxMsgIdBytes];
+  JsonLine line;
+  triage::spank::begin_message(line, op, host, msg_id);
+  line.add_unsigned("job_id", ids.job_id);
+  line.add_unsigned("uid", ids.uid);
+  line.add_unsigned("gid", ids.gid);
+  line.add("mode", triage::spank::to_string(mode));
+  add_env(line, "nodelist", "SLURM_NODELIST");
+  add_env(line, "user", "SLURM_JOB_USER");
+  add_env(line, "partition", "SLURM_JOB_PARTITION");
+  add_env(line, "work_dir", "SLURM_JOB_WORK_DIR");
+  add_env_int(line, "restart_count", "SLURM_JOB_RESTART_COUNT");
+  if (std::strcmp(op, "job_end") == 0) {
+    add_env_int(line, "wait_status", "SLURM_JOB_EXIT_CODE");
+    add_env_int(line, "derived_wait_status", "SLURM_JOB_DERIVED_EC");
+    add_env(line, "stdout_pattern", "SLURM_JOB_STDOUT");
+    add_env(line, "stderr_pattern", "SLURM_JOB_STDERR");
+  }
+  send(cfg, host, line, msg_id, op, ids.job_id);
+  return 0;
+}
+
+struct TaskIds {
+  uint32_t job_id = 0;
+  uint32_t step_id = 0;
+  int task = -1;
+  uint32_t rank = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+};
+
+bool task_ids(spank_t sp, TaskIds* t) {
+  return spank_get_item(sp, S_JOB_ID, &t->job_id) == ESPANK_SUCCESS &&
+         spank_get_item(sp, S_JOB_STEPID, &t->step_id) == ESPANK_SUCCESS &&
+         spank_get_item(sp, S_TASK_ID, &t->task) == ESPANK_SUCCESS &&
+         spank_get_item(sp, S_TASK_GLOBAL_ID, &t->rank) == ESPANK_SUCCESS &&
+         spank_get_item(sp, S_TASK_PID, &t->pid) == ESPANK_SUCCESS &&
+         spank_get_item(sp, S_JOB_UID, &t->uid) == ESPANK_SUCCESS;
+}
+
+int task_message(spank_t sp, int ac, char** av, const char* op, bool with_exit) {
+  if (spank_context() != S_CTX_REMOTE) return 0;
+  const PluginConfig& cfg = config(ac, av);
+  TaskIds t;
+  if (!task_ids(sp, &t)) {
+    slurm_error("spank_triage: %s: the task's ids are not available; not reported", op);
+    return 0;
+  }
+  int status = 0;
+  if (with_exit && spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS) {
+    slurm_error("spank_triage: task_exit: no exit status for job %u task %d", t.job_id, t.task);
+    return 0;
+  }
+
+  char host[256];
+  triage::spank::node_name(host, sizeof(host));
+  char step[32];
+  triage::spank::step_name(t.step_id, step, sizeof(step));
+  char msg_id[triage::spank::kMaxMsgIdBytes];
+  JsonLine line;
+  triage::spank::begin_message(line, op, host, msg_id);
+  line.add_unsigned("job_id", t.job_id);
+  line.add("step", step);
+  line.add("task", static_cast<int64_t>(t.task));
+  line.add("rank", static_cast<int64_t>(t.rank));
+  line.add("pid", static_cast<int64_t>(t.pid));
+  line.add_unsigned("uid", t.uid);
+  line.add("mode", triage::spank::to_string(remote_mode(sp, cfg)));
+  if (with_exit) {
+    line.add("wait_status", static_cast<int64_t>(status));
+    triage::spank::add_decoded_wait_status(line, status);
+  }
+  send(cfg, host, line, msg_id, op, t.job_id);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  config(ac, av);
+  const spank_context_t ctx = spank_context();
+  // The option must be known on the client (to parse it) and in slurmstepd (to receive it).
+  if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
+    const spank_err_t rc = spank_option_register(sp, &g_option);
+    if (rc != ESPANK_SUCCESS) {
+      slurm_error("spank_triage: cannot register --triage: %s", spank_strerror(rc));
+    }
+  }
+  return 0;
+}
+
+// Client side, after option parsing: a user's SLURM_TRIAGE becomes a job-control variable, which
+// Slurm hands the prolog and epilog as SPANK_TRIAGE (and the job as SLURM_SPANK_TRIAGE).
+int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
+  const spank_context_t ctx = spank_context();
+  if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+  config(ac, av);
+  if (g_option_seen) return 0;
+  const char* env = std::getenv("SLURM_TRIAGE");
+  if (env == nullptr) return 0;
+  Mode m = Mode::kBasic;
+  if (*env == '\0' || !triage::spank::parse_mode(env, &m)) {
+    slurm_error("SLURM_TRIAGE=%.64s ignored: expected off, basic or full", env);
+    return 0;
+  }
+  const spank_err_t rc =
+      spank_job_control_setenv(sp, "TRIAGE", triage::spank::to_string(m).data(), 1);
+  if (rc != ESPANK_SUCCESS) {
+    slurm_debug("spank_triage: cannot pass SLURM_TRIAGE on: %s", spank_strerror(rc));
+  }
+  return 0;
+}
+
+int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  return job_script_message(sp, ac, av, "job_start");
+}
+
+// Runs in slurmstepd as root right after each task is forked (task_init runs as the user).
+int slurm_spank_task_post_fork(spank_t sp, int ac, char** av) {
+  return task_message(sp, ac, av, "task_start", false);
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char** av) {
+  return task_message(sp, ac, av, "task_exit", true);
+}
+
+// The node stays COMPLETING while this runs: report and return, never analyse here.
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  return job_script_message(sp, ac, av, "job_end");
+}
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+// The plugin's settings: its arguments on the plugstack line and the user's --triage choice.
+//
+//   optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_triage.so default=basic
+//
+// Arguments (all optional): default=off|basic|full, socket=PATH (the agent's Unix socket),
+// inbox=DIR (where messages go when the agent does not answer), timeout_ms=N (how long to wait for
+// the agent's acknowledgement, 1..1000). In socket= and inbox=, %n stands for the node's name (as
+// in SlurmdSpoolDir, for several slurmd on one host) and %% for a percent sign. A bad argument is
+// reported and ignored; it never fails a job.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace triage::spank {
+
+enum class Mode { kOff, kBasic, kFull };
+
+std::string_view to_string(Mode m) noexcept;
+
+// Parses a --triage value. A bare `--triage` (no value; Slurm forwards it as "(null)") asks for the
+// most: full. Returns false for anything else that is not off, basic or full.
+bool parse_mode(const char* value, Mode* out) noexcept;
+
+inline constexpr std::string_view kDefaultSocket = "/run/slurm-triage/agent.sock";
+inline constexpr std::string_view kDefaultInbox = "/var/spool/slurm-triage/inbox";
+inline constexpr int kDefaultTimeoutMs = 10;
+inline constexpr size_t kMaxPathBytes = 4096;
+
+struct PluginConfig {
+  Mode default_mode = Mode::kBasic;
+  char socket_path[kMaxPathBytes] = {};
+  char inbox_dir[kMaxPathBytes] = {};
+  int timeout_ms = kDefaultTimeoutMs;
+};
+
+// Called once per rejected argument with a human sentence ("unknown argument 'foo=1' (expected
+// default=, socket=, inbox= or timeout_ms=)").
+using ConfigErrorSink = void (*)(const char* message, void* ctx);
+
+// Fills `cfg` from the plugstack arguments, starting from the defaults. Returns the number of
+// arguments that were rejected (each also reported through `sink` when it is not null).
+int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, ConfigErrorSink sink,
+                      void* sink_ctx) noexcept;
+
+// Replaces %n in `pattern` by `node` ('/' in the name becomes '_') and %% by %; any other %x is
+// kept as it is. Returns false (and leaves `out` empty) when the result does not fit.
+bool expand_node_pattern(const char* pattern, const char* node, char* out, size_t len) noexcept;
+
+// `cfg` with %n expanded in its socket and inbox paths.
+void config_for_node(const PluginConfig& cfg, const char* node, PluginConfig* out) noexcept;
+
+}  // namespace triage::spank

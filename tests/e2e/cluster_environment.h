@@ -1,0 +1,63 @@
+// One real cluster per test binary: started before the first test, stopped after the last, and
+// reported (with the daemons' logs) in every test when it could not be started.
+#pragma once
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include <memory>
+#include <string>
+
+#include "tests/e2e/slurm_cluster.h"
+
+namespace triage::testing {
+
+class ClusterEnvironment : public ::testing::Environment {
+ public:
+  explicit ClusterEnvironment(ClusterOptions options) : options_(std::move(options)) {}
+
+  void SetUp() override {
+    try {
+      cluster_ = std::make_unique<SlurmCluster>(options_);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  void TearDown() override { cluster_.reset(); }
+
+  SlurmCluster* cluster() const { return cluster_.get(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  ClusterOptions options_;
+  std::unique_ptr<SlurmCluster> cluster_;
+  std::string error_;
+};
+
+// In a test body: `SlurmCluster& c = CLUSTER_OR_FAIL(env);`
+#define CLUSTER_OR_FAIL(env)                                     \
+  ([&]() -> ::triage::testing::SlurmCluster& {                   \
+    if ((env)->cluster() == nullptr) {                           \
+      throw std::runtime_error("no cluster: " + (env)->error()); \
+    }                                                            \
+    return *(env)->cluster();                                    \
+  }())
+
+// main() of a real-Slurm test binary: without root it reports "skipped" (CTest's
+// SKIP_RETURN_CODE 77); otherwise every test runs against one cluster, reachable through `*env`.
+inline int run_with_cluster(int argc, char** argv, const char* name, const ClusterOptions& options,
+                            ClusterEnvironment** env) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (geteuid() != 0) {
+    (void)std::fprintf(stderr, "%s: needs root (it starts Slurm daemons); skipped\n", name);
+    return 77;
+  }
+  *env = new ClusterEnvironment(options);
+  ::testing::AddGlobalTestEnvironment(*env);  // gtest owns it from here
+  return RUN_ALL_TESTS();
+}
+
+}  // namespace triage::testing

@@ -1,0 +1,45 @@
+// Jobs in the training harness's layout (outputs/<id>-<name>.log beside outputs/<id>-<name>/ with
+// a `log` symlink), submitted by the test user, and the agent's "done with this job" signal.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/slurm_cluster.h"
+
+namespace triage::testing {
+
+struct LayoutJob {
+  std::string dir;  // the submission directory (holds outputs/)
+  std::string name;
+  uint32_t id = 0;
+
+  std::filesystem::path job_dir() const;
+  std::filesystem::path log() const;
+};
+
+// Writes job.sh in a fresh directory for `case_name` and submits it. `body` runs after the job
+// directory and its log symlink exist; `$d` is the job directory and `now` prints a timestamp.
+LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
+                            const std::string& job_name, const std::string& body,
+                            const std::vector<std::string>& extra_args = {});
+
+// Training-step lines for rank 0, 0.1 s apart (for a job body).
+extern const char* const kStepLines;
+
+// Waits until the agent on `node` (default: the first) has the job's analysis summary in its
+// spool (report written, skipped for --triage=off, or failed) and returns it.
+nlohmann::json wait_for_analysis(const SlurmCluster& c, uint32_t id, const std::string& node = "",
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(90));
+
+std::string slurp(const std::filesystem::path& p);
+
+// A regular file (not a symlink) owned by the test user; gtest failures otherwise.
+void expect_users_regular_file(const SlurmCluster& c, const std::filesystem::path& p);
+
+}  // namespace triage::testing

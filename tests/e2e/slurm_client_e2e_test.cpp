@@ -1,0 +1,196 @@
+// agent/slurm_client.cpp against a real slurmctld (Debian's, on loopback): job facts, the expanded
+// StdOut path, node state, and drains that never override someone else's.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "agent/slurm_client.h"
+#include "tests/e2e/cluster_environment.h"
+
+namespace triage::testing {
+namespace {
+
+using agent::SlurmClient;
+
+ClusterEnvironment* g_env = nullptr;
+
+class SlurmClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { client_ = agent::make_libslurm_client(); }
+  void TearDown() override {
+    // Whatever a test did to the node, the next one starts from an idle node.
+    if (g_env->cluster() != nullptr) {
+      SlurmCluster& c = *g_env->cluster();
+      c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=resume"});
+      for (int i = 0; i < 100 && c.node_state() != "idle"; ++i)
+        usleep(100000);
+    }
+  }
+
+  std::unique_ptr<SlurmClient> client_;
+};
+
+TEST_F(SlurmClientTest, AFailedJobsFactsComeFromSlurmctld) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("facts");
+  std::filesystem::create_directory(dir + "/outputs");
+  chown((dir + "/outputs").c_str(), c.user_uid(), c.user_gid());
+  const time_t before = time(nullptr);
+  const uint32_t id =
+      c.sbatch(dir, {"-J", "llama-70b", "-o", "outputs/%j-%x.log", "--wrap", "echo hi; exit 3"});
+  ASSERT_EQ(c.wait_job(id), "FAILED");
+
+  std::string error;
+  const auto f = client_->load_job(id, error);
+  ASSERT_TRUE(f.has_value()) << error;
+  EXPECT_EQ(f->job_id, id);
+  EXPECT_EQ(f->name, "llama-70b");
+  EXPECT_EQ(f->user, SlurmCluster::kUser);
+  EXPECT_EQ(f->uid, c.user_uid());
+  EXPECT_EQ(f->gid, c.user_gid());
+  EXPECT_EQ(f->state, "FAILED");
+  EXPECT_EQ(f->wait_status, 3 << 8);
+  EXPECT_EQ(f->work_dir, dir);
+  EXPECT_EQ(f->stdout_pattern, dir + "/outputs/%j-%x.log");
+  EXPECT_EQ(f->stdout_path, dir + "/outputs/" + std::to_string(id) + "-llama-70b.log");
+  EXPECT_TRUE(std::filesystem::exists(f->stdout_path)) << "the path Slurm actually wrote";
+  EXPECT_EQ(f->nodes, std::vector<std::string>{c.node()});
+  EXPECT_EQ(f->batch_host, c.node());
+  EXPECT_GE(f->start_time, before - 1);
+  EXPECT_GE(f->end_time, f->start_time);
+  EXPECT_GE(f->submit_time, before - 1);
+  EXPECT_EQ(f->restart_count, 0);
+  EXPECT_EQ(f->partition, "debug");
+  EXPECT_EQ(f->source, "slurmctld");
+}
+
+TEST_F(SlurmClientTest, WithoutOutputTheStdoutPathIsSlurmsDefault) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("default stdout");
+  const uint32_t id = c.sbatch(dir, {"--wrap", "true"});
+  ASSERT_EQ(c.wait_job(id), "COMPLETED");
+  std::string error;
+  const auto f = client_->load_job(id, error);
+  ASSERT_TRUE(f.has_value()) << error;
+  EXPECT_EQ(f->state, "COMPLETED");
+  EXPECT_EQ(f->wait_status, 0);
+  EXPECT_EQ(f->stdout_path, dir + "/slurm-" + std::to_string(id) + ".out");
+  EXPECT_EQ(f->stderr_path, f->stdout_path) << "stderr goes with stdout unless -e is given";
+}
+
+TEST_F(SlurmClientTest, ARunningJobHasNoEndTimeYetAndACancelledOneSaysSo) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("cancel");
+  const uint32_t id = c.sbatch(dir, {"--wrap", "sleep 300"});
+  c.wait_running(id);
+  std::string error;
+  auto f = client_->load_job(id, error);
+  ASSERT_TRUE(f.has_value()) << error;
+  EXPECT_EQ(f->state, "RUNNING");
+  EXPECT_EQ(f->end_time, 0) << "an expected end is not an end";
+  EXPECT_FALSE(f->wait_status.has_value() && *f->wait_status != 0);
+
+  ASSERT_TRUE(c.as_root({"scancel", std::to_string(id)}).ok());
+  EXPECT_EQ(c.wait_job(id), "CANCELLED");
+  f = client_->load_job(id, error);
+  ASSERT_TRUE(f.has_value()) << error;
+  EXPECT_EQ(f->state, "CANCELLED");
+  EXPECT_GT(f->end_time, 0);
+}
+
+TEST_F(SlurmClientTest, AnUnknownJobIsAnErrorThatSaysWhy) {
+  CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  EXPECT_FALSE(client_->load_job(999999, error).has_value());
+  EXPECT_NE(error.find("Invalid job id"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(client_->load_job(uint64_t{1} << 40, error).has_value());
+  EXPECT_NE(error.find("out of range"), std::string::npos) << error;
+}
+
+TEST_F(SlurmClientTest, AnIdleNodeIsNotDrained) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  const auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_EQ(n->name, c.node());
+  EXPECT_EQ(n->state, "IDLE");
+  EXPECT_FALSE(n->drain);
+  EXPECT_FALSE(n->down);
+  EXPECT_TRUE(n->reason.empty());
+  EXPECT_EQ(n->addr, "127.0.0.1") << "NodeAddr, which peers use when names do not resolve";
+  EXPECT_FALSE(client_->load_node("no-such-node", error).has_value());
+}
+
+TEST_F(SlurmClientTest, TriageDrainsANodeWithItsReasonAndDoesSoOnce) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  ASSERT_TRUE(
+      client_->drain_node(c.node(), "uncorrectable ECC error on GPU 0000:c1:00.0\nmore", error))
+      << error;
+  auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_TRUE(n->drain);
+  EXPECT_EQ(n->state, "DRAINED");
+  EXPECT_EQ(n->reason, "triage: uncorrectable ECC error on GPU 0000:c1:00.0 more");
+  EXPECT_EQ(n->reason_uid, 0u);
+  EXPECT_EQ(c.node_state(), "drained");
+
+  // A second recommendation for a node we drained already changes nothing.
+  EXPECT_TRUE(client_->drain_node(c.node(), "another reason", error)) << error;
+  n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->reason, "triage: uncorrectable ECC error on GPU 0000:c1:00.0 more");
+}
+
+TEST_F(SlurmClientTest, AnAdminsDrainIsNeverOverridden) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  ASSERT_TRUE(c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain",
+                         "reason=bios upgrade"})
+                  .ok());
+  std::string error;
+  EXPECT_FALSE(client_->drain_node(c.node(), "gpu reset storm", error));
+  EXPECT_NE(error.find("bios upgrade"), std::string::npos) << error;
+  const auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->reason, "bios upgrade");
+  EXPECT_TRUE(n->drain);
+}
+
+TEST_F(SlurmClientTest, ADownNodeIsLeftAlone) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  ASSERT_TRUE(
+      c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=down", "reason=cable pulled"})
+          .ok());
+  std::string error;
+  auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_TRUE(n->down);
+  EXPECT_EQ(n->state.rfind("DOWN", 0), 0u) << n->state;
+  EXPECT_FALSE(client_->drain_node(c.node(), "whatever", error));
+  EXPECT_NE(error.find("cable pulled"), std::string::npos) << error;
+  n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->reason, "cable pulled");
+}
+
+TEST_F(SlurmClientTest, AnUnknownNodeCannotBeDrained) {
+  CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  EXPECT_FALSE(client_->drain_node("no-such-node", "x", error));
+  EXPECT_FALSE(error.empty());
+}
+
+}  // namespace
+}  // namespace triage::testing
+
+int main(int argc, char** argv) {
+  return triage::testing::run_with_cluster(argc, argv, "slurm_client_e2e_tests", {},
+                                           &triage::testing::g_env);
+}

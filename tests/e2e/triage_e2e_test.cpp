@@ -1,0 +1,181 @@
+// The whole chain on a real Slurm: spank_triage.so in slurmd/slurmstepd, slurm-triage-agent on
+// the node, slurm-triage spawned by the agent as the job's owner. Jobs are submitted by a non-root
+// user in the training harness's layout (outputs/<id>-<name>.log beside outputs/<id>-<name>/ with
+// a `log` symlink), and the reports they leave are read back.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/cluster_environment.h"
+#include "tests/e2e/layout_job.h"
+
+namespace triage::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+ClusterEnvironment* g_env = nullptr;
+
+TEST(Triage, TheDefaultReportIsTheUsersWithStatusClassAndRankExits) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j = submit_layout_job(c, "nccl", "mixtral-8x7b",
+                                        std::string(kStepLines) +
+                                            "\nsrun -n 2 bash -c 'if [ $SLURM_PROCID = 1 ]; then "
+                                            "echo \"vm:1:1 [1] NCCL WARN Timeout waiting for "
+                                            "all-reduce after 600000 ms\"; exit 1; fi; "
+                                            "sleep 1'\nexit 1",
+                                        {"-n", "2"});
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  expect_users_regular_file(c, j.job_dir() / "triage.md");
+  expect_users_regular_file(c, j.job_dir() / "triage.json");
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r["status"], "failed");
+  EXPECT_EQ(r["primary_failure"], "nccl-timeout");
+  EXPECT_EQ(r["mode"], "basic");
+  ASSERT_EQ(r["nodes"].size(), 1u) << r["nodes"].dump();
+  const json& node = r["nodes"][0];
+  EXPECT_EQ(node["host"], c.node());
+  EXPECT_EQ(node["from_agent"], true) << "the exits came from slurmstepd through the agent";
+  EXPECT_EQ(node["ranks"], json::array({0, 1}));
+  EXPECT_NE(node["exit"].get<std::string>().find("exit 1"), std::string::npos) << node.dump();
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("NCCL WARN Timeout"), std::string::npos);
+}
+
+TEST(Triage, ARankKilledBySigkillIsNamedInTheNodeTable) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j =
+      submit_layout_job(c, "sigkill", "deepseek-v3-lite",
+                        std::string(kStepLines) +
+                            "\nsrun -n 2 bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
+                            "sleep 1'\nexit 137",
+                        {"-n", "2"});
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r["status"], "failed");
+  ASSERT_FALSE(r["nodes"].empty());
+  EXPECT_NE(r["nodes"][0]["exit"].get<std::string>().find("SIGKILL"), std::string::npos)
+      << r["nodes"].dump();
+}
+
+TEST(Triage, TriageOffWritesNothing) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j = submit_layout_job(c, "off", "quiet-run", std::string(kStepLines) + "\nexit 1",
+                                        {"--triage=off"});
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  for (const auto& e : fs::recursive_directory_iterator(j.dir)) {
+    EXPECT_EQ(e.path().filename().string().find("triage"), std::string::npos) << e.path();
+  }
+}
+
+TEST(Triage, ALogSymlinkToARootOnlyFileLeaksNothing) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string secret_text = "TOP-SECRET-" + std::to_string(getpid()) + "-do-not-leak";
+  const fs::path secret = fs::path(c.state_dir()) / "root-only-secret.log";
+  std::ofstream(secret) << "0: [2026-11-21 10:00:00] completed step: 1, " << secret_text << "\n"
+                        << "NCCL WARN Timeout " << secret_text << "\n";
+  chmod(secret.c_str(), 0600);
+  const LayoutJob j = submit_layout_job(
+      c, "leak", "sneaky",
+      // The job points its log symlink at a file only root can read, hoping root reads it.
+      "ln -sfn " + secret.string() + " $d/log\n" + kStepLines + "\nexit 1");
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  bool report = false;
+  for (const auto& e : fs::recursive_directory_iterator(j.dir)) {
+    // Only what was written into the job's tree; the test itself must not follow the job's link.
+    if (e.is_symlink() || !e.is_regular_file()) continue;
+    report = report || e.path().filename() == "triage.md";
+    EXPECT_EQ(slurp(e.path()).find(secret_text), std::string::npos) << e.path() << " leaks it";
+  }
+  EXPECT_TRUE(report) << "a report is still written, saying the log could not be read";
+}
+
+TEST(Triage, APreplacedTriageMdSymlinkIsNotFollowed) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  // World-writable, so that following the link would visibly change it.
+  const fs::path victim = fs::path(c.state_dir()) / "precious.conf";
+  std::ofstream(victim) << "precious\n";
+  chmod(victim.c_str(), 0666);
+  const LayoutJob j =
+      submit_layout_job(c, "symlink", "trap",
+                        "ln -sfn " + victim.string() + " $d/triage.md\nln -sfn " + victim.string() +
+                            " $d/triage.json\n" + kStepLines + "\nexit 1");
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  EXPECT_EQ(slurp(victim), "precious\n");
+  struct stat st {};
+  ASSERT_EQ(lstat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  expect_users_regular_file(c, j.job_dir() / "triage.md");
+}
+
+TEST(Triage, AKernelOomInTheJobsCgroupIsThePrimaryFailureWithTheKernelLine) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j =
+      submit_layout_job(c, "oom", "llama3-70b",
+                        std::string(kStepLines) +
+                            "\nsrun -n 1 bash -c 'echo $$ > '$d'/rank0.pid; "
+                            "while [ ! -e '$d'/go ]; do sleep 0.1; done; kill -9 $$'");
+  c.wait_running(j.id);
+  const fs::path pid_file = j.job_dir() / "rank0.pid";
+  for (int i = 0; i < 300 && !fs::exists(pid_file); ++i)
+    std::this_thread::sleep_for(milliseconds(100));
+  std::string pid = slurp(pid_file);
+  while (!pid.empty() && pid.back() == '\n')
+    pid.pop_back();
+  ASSERT_FALSE(pid.empty()) << c.logs();
+  // What the kernel prints when a memory cgroup under slurmstepd.scope runs out.
+  const std::string cg = "/system.slice/slurmstepd.scope/job_" + std::to_string(j.id);
+  const std::string oom_line =
+      "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=" +
+      cg + ",task_memcg=" + cg + "/step_0/user/task_0,task=python3,pid=" + pid +
+      ",uid=" + std::to_string(c.user_uid());
+  {
+    std::ofstream k(fs::path(c.state_dir()) / "kernel.log", std::ios::app);
+    k << "[ 7001.100001] python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, "
+         "oom_score_adj=0\n"
+      << "[ 7001.100200] " << oom_line << "\n"
+      << "[ 7001.100300] Memory cgroup out of memory: Killed process " << pid
+      << " (python3) total-vm:94121212kB, anon-rss:81234567kB, file-rss:0kB, shmem-rss:0kB, UID:"
+      << c.user_uid() << " pgtables:160000kB oom_score_adj:0\n";
+  }
+  std::this_thread::sleep_for(seconds(2));  // the agent reads the kernel log as it grows
+  std::ofstream(j.job_dir() / "go") << "";
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r["primary_failure"], "oom-host") << r.dump(1);
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("oom-kill:constraint=CONSTRAINT_MEMCG"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace triage::testing
+
+int main(int argc, char** argv) {
+  triage::testing::ClusterOptions options;
+  options.plugin = SPANK_TRIAGE_SO;
+  options.agent = SLURM_TRIAGE_AGENT;
+  options.analyzer = SLURM_TRIAGE_CLI;
+  // The kernel log the OOM test writes to; the agent follows it.
+  options.agent_settings = {"KernelSource=file", "KernelPath=@STATE@/kernel.log",
+                            "EvidenceSettleDelay=1s"};
+  return triage::testing::run_with_cluster(argc, argv, "triage_e2e_tests", options,
+                                           &triage::testing::g_env);
+}

@@ -1,0 +1,83 @@
+// Two nodes on one host: two slurmd (<host>1 at 127.0.0.1, <host>2 at 127.0.0.2), each with its
+// own slurm-triage-agent (the plugin finds its node's agent through socket=.../%n/...). A job on
+// both nodes leaves one report that holds both nodes' evidence; with one agent down, the report
+// names that node as unreachable.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/e2e/cluster_environment.h"
+#include "tests/e2e/layout_job.h"
+
+namespace triage::testing {
+namespace {
+
+using nlohmann::json;
+
+ClusterEnvironment* g_env = nullptr;
+
+const json* node_entry(const json& report, const std::string& host) {
+  for (const auto& n : report["nodes"]) {
+    if (n.value("host", "") == host) return &n;
+  }
+  return nullptr;
+}
+
+// Rank 1 runs on the second node and is killed there; rank 0 finishes on the first.
+LayoutJob two_node_job(const SlurmCluster& c, const std::string& case_name) {
+  return submit_layout_job(c, case_name, "two-nodes",
+                           std::string(kStepLines) +
+                               "\nsrun bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
+                               "sleep 1'\nexit 137",
+                           {"-N", "2", "--ntasks-per-node", "1"});
+}
+
+TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  ASSERT_EQ(c.nodes().size(), 2u);
+  const LayoutJob j = two_node_job(c, "merge");
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id, c.nodes()[0]);  // the batch host's agent leads
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  ASSERT_EQ(r["nodes"].size(), 2u) << r["nodes"].dump(1);
+  const json* first = node_entry(r, c.nodes()[0]);
+  const json* second = node_entry(r, c.nodes()[1]);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ((*first)["ranks"], json::array({0}));
+  EXPECT_EQ((*second)["reachable"], true) << second->dump();
+  EXPECT_EQ((*second)["from_agent"], true) << "rank 1's exit came from the second node's agent";
+  EXPECT_EQ((*second)["ranks"], json::array({1}));
+  EXPECT_NE((*second)["exit"].get<std::string>().find("SIGKILL"), std::string::npos)
+      << second->dump();
+}
+
+TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  c.stop_daemon("agent-" + c.nodes()[1]);
+  const LayoutJob j = two_node_job(c, "unreachable");
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  wait_for_analysis(c, j.id, c.nodes()[0]);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  const json* second = node_entry(r, c.nodes()[1]);
+  ASSERT_NE(second, nullptr) << r["nodes"].dump(1);
+  EXPECT_EQ((*second)["reachable"], false);
+  EXPECT_FALSE((*second)["unreachable_reason"].get<std::string>().empty());
+  EXPECT_NE(slurp(j.job_dir() / "triage.md").find(c.nodes()[1]), std::string::npos);
+}
+
+}  // namespace
+}  // namespace triage::testing
+
+int main(int argc, char** argv) {
+  triage::testing::ClusterOptions options;
+  options.plugin = SPANK_TRIAGE_SO;
+  options.agent = SLURM_TRIAGE_AGENT;
+  options.analyzer = SLURM_TRIAGE_CLI;
+  options.nodes = 2;
+  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s"};
+  return triage::testing::run_with_cluster(argc, argv, "two_node_e2e_tests", options,
+                                           &triage::testing::g_env);
+}
