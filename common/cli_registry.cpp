@@ -20,7 +20,8 @@ bool CliRegistry::add(CliCommand command) {
 
 std::vector<CliCommand> CliRegistry::all() {
   std::vector<CliCommand> out = registry();
-  std::sort(out.begin(), out.end(), [](const CliCommand& a, const CliCommand& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const CliCommand& a, const CliCommand& b) { return a.name < b.name; });
   return out;
 }
 

@@ -28,5 +28,6 @@ class CliRegistry {
 
 }  // namespace triage
 
-#define TRIAGE_CLI_COMMAND(name, summary, fn) \
-  [[maybe_unused]] static const bool triage_cli_registered_##name = ::triage::CliRegistry::add({#name, summary, fn})
+#define TRIAGE_CLI_COMMAND(name, summary, fn)                       \
+  [[maybe_unused]] static const bool triage_cli_registered_##name = \
+      ::triage::CliRegistry::add({#name, summary, fn})

@@ -20,7 +20,8 @@ std::vector<std::string_view> top_level_items(std::string_view s, const std::str
     if (s[i] == '[') {
       if (++depth > 1) throw InputError(origin, 0, "nested '[' in hostlist '" + printable(s) + "'");
     } else if (s[i] == ']') {
-      if (--depth < 0) throw InputError(origin, 0, "unbalanced ']' in hostlist '" + printable(s) + "'");
+      if (--depth < 0)
+        throw InputError(origin, 0, "unbalanced ']' in hostlist '" + printable(s) + "'");
     } else if ((s[i] == ',' || s[i] == ' ') && depth == 0) {
       if (i > start) out.push_back(s.substr(start, i - start));
       start = i + 1;
@@ -36,7 +37,9 @@ void expand_item(std::string_view item, const std::string& origin, size_t max_ho
   // Expand the first bracket group, then recurse on the rest so that "a[1-2]b[3-4]" works.
   const size_t lb = item.find('[');
   if (lb == std::string_view::npos) {
-    if (out.size() >= max_hosts) throw InputError(origin, 0, "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
+    if (out.size() >= max_hosts)
+      throw InputError(origin, 0,
+                       "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
     out.emplace_back(item);
     return;
   }
@@ -44,7 +47,8 @@ void expand_item(std::string_view item, const std::string& origin, size_t max_ho
   const std::string_view prefix = item.substr(0, lb);
   const std::string_view ranges = item.substr(lb + 1, rb - lb - 1);
   const std::string_view suffix = item.substr(rb + 1);
-  if (ranges.empty()) throw InputError(origin, 0, "empty brackets in hostlist item '" + printable(item) + "'");
+  if (ranges.empty())
+    throw InputError(origin, 0, "empty brackets in hostlist item '" + printable(item) + "'");
   for (std::string_view r : split(ranges, ',')) {
     r = trim(r);
     const size_t dash = r.find('-');
@@ -53,11 +57,14 @@ void expand_item(std::string_view item, const std::string& origin, size_t max_ho
     const auto lo = parse_uint(lo_s);
     const auto hi = parse_uint(hi_s);
     if (!lo || !hi || lo_s.size() > 18 || hi_s.size() > 18) {
-      throw InputError(origin, 0, "bad range '" + printable(r) + "' in hostlist item '" + printable(item) + "'");
+      throw InputError(
+          origin, 0, "bad range '" + printable(r) + "' in hostlist item '" + printable(item) + "'");
     }
-    if (*hi < *lo) throw InputError(origin, 0, "descending range '" + printable(r) + "' in hostlist");
+    if (*hi < *lo)
+      throw InputError(origin, 0, "descending range '" + printable(r) + "' in hostlist");
     if (*hi - *lo >= max_hosts) {
-      throw InputError(origin, 0, "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
+      throw InputError(origin, 0,
+                       "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
     }
     const size_t width = lo_s.size();  // zero padding follows the low bound, as in Slurm
     for (uint64_t n = *lo; n <= *hi; ++n) {
@@ -69,7 +76,8 @@ void expand_item(std::string_view item, const std::string& origin, size_t max_ho
       expand_item(suffix, origin, max_hosts, tails);
       for (auto& t : tails) {
         if (out.size() >= max_hosts) {
-          throw InputError(origin, 0, "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
+          throw InputError(origin, 0,
+                           "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
         }
         out.push_back(head + t);
       }
@@ -79,7 +87,8 @@ void expand_item(std::string_view item, const std::string& origin, size_t max_ho
 
 }  // namespace
 
-std::vector<std::string> expand_hostlist(std::string_view expr, const std::string& origin, size_t max_hosts) {
+std::vector<std::string> expand_hostlist(std::string_view expr, const std::string& origin,
+                                         size_t max_hosts) {
   std::vector<std::string> out;
   expr = trim(expr);
   if (expr.size() > 65536) throw InputError(origin, 0, "hostlist longer than 64 KiB");
@@ -91,7 +100,8 @@ std::vector<std::string> expand_hostlist(std::string_view expr, const std::strin
     expand_item(item, origin, max_hosts, part);
     for (auto& h : part) {
       if (out.size() >= max_hosts) {
-        throw InputError(origin, 0, "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
+        throw InputError(origin, 0,
+                         "hostlist expands to more than " + std::to_string(max_hosts) + " hosts");
       }
       out.push_back(std::move(h));
     }
@@ -112,7 +122,8 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
   std::vector<std::string> verbatim;
   for (const auto& h : hosts) {
     size_t d = h.size();
-    while (d > 0 && h[d - 1] >= '0' && h[d - 1] <= '9') --d;
+    while (d > 0 && h[d - 1] >= '0' && h[d - 1] <= '9')
+      --d;
     if (d == h.size() || h.size() - d > 18) {
       slots.emplace_back(false, verbatim.size());
       verbatim.push_back(h);
@@ -149,7 +160,8 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
     out += g.prefix + "[";
     for (size_t i = 0; i < g.nums.size();) {
       size_t j = i;
-      while (j + 1 < g.nums.size() && g.nums[j + 1] == g.nums[j] + 1) ++j;
+      while (j + 1 < g.nums.size() && g.nums[j + 1] == g.nums[j] + 1)
+        ++j;
       if (i > 0) out += ",";
       out += fmt(g.nums[i]);
       if (j > i) out += "-" + fmt(g.nums[j]);

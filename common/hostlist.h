@@ -9,7 +9,8 @@ namespace triage {
 
 // Expands a hostlist. Throws InputError(origin, 0, ...) on malformed input and when the expansion
 // would exceed `max_hosts` (a typo such as "n[1-99999999]" must not exhaust memory).
-std::vector<std::string> expand_hostlist(std::string_view expr, const std::string& origin = "hostlist",
+std::vector<std::string> expand_hostlist(std::string_view expr,
+                                         const std::string& origin = "hostlist",
                                          size_t max_hosts = 100000);
 
 // The compact form Slurm prints ("node[001-004,007]"); hosts are grouped by prefix and kept in

@@ -5,7 +5,8 @@ namespace triage {
 JsonObjectReader::JsonObjectReader(const nlohmann::json& j, std::string origin, std::string path)
     : j_(j), origin_(std::move(origin)), path_(std::move(path)) {
   if (!j_.is_object()) {
-    throw InputError(origin_, 0, (path_.empty() ? std::string("document") : path_) + ": expected an object");
+    throw InputError(origin_, 0,
+                     (path_.empty() ? std::string("document") : path_) + ": expected an object");
   }
 }
 

@@ -28,7 +28,10 @@ std::optional<int64_t> parse_byte_size(std::string_view s) {
   int64_t mult = 1;
   const char last = static_cast<char>(s.back() | 0x20);
   if (last == 'k' || last == 'm' || last == 'g' || last == 't') {
-    mult = last == 'k' ? (1LL << 10) : last == 'm' ? (1LL << 20) : last == 'g' ? (1LL << 30) : (1LL << 40);
+    mult = last == 'k'   ? (1LL << 10)
+           : last == 'm' ? (1LL << 20)
+           : last == 'g' ? (1LL << 30)
+                         : (1LL << 40);
     s.remove_suffix(1);
   }
   const auto v = parse_int(s);
@@ -57,7 +60,8 @@ const ConfigKeySpec* KvConfig::find(std::string_view key) const {
   return nullptr;
 }
 
-std::optional<std::string> KvConfig::validate(const ConfigKeySpec& spec, std::string_view value) const {
+std::optional<std::string> KvConfig::validate(const ConfigKeySpec& spec,
+                                              std::string_view value) const {
   switch (spec.type) {
     case ConfigType::kString:
     case ConfigType::kPath:
@@ -94,7 +98,8 @@ std::optional<std::string> KvConfig::validate(const ConfigKeySpec& spec, std::st
       }
       {
         std::string list;
-        for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
+        for (const auto& c : spec.choices)
+          list += (list.empty() ? "" : ", ") + c;
         return "must be one of: " + list;
       }
   }
@@ -114,7 +119,8 @@ std::vector<InputError> KvConfig::parse(std::string_view text, const std::string
       continue;
     }
     // A '#' starts a comment, as in slurm.conf.
-    if (const size_t hash = raw.find('#'); hash != std::string_view::npos) raw = raw.substr(0, hash);
+    if (const size_t hash = raw.find('#'); hash != std::string_view::npos)
+      raw = raw.substr(0, hash);
     const std::string_view line = trim(raw);
     if (line.empty()) continue;
     const size_t eq = line.find('=');
@@ -144,8 +150,10 @@ std::vector<InputError> KvConfig::parse(std::string_view text, const std::string
     staged_origin[spec->name] = file + ":" + std::to_string(lineno);
   }
   if (errors.empty()) {
-    for (auto& [k, v] : staged) values_[k] = std::move(v);
-    for (auto& [k, v] : staged_origin) origins_[k] = std::move(v);
+    for (auto& [k, v] : staged)
+      values_[k] = std::move(v);
+    for (auto& [k, v] : staged_origin)
+      origins_[k] = std::move(v);
   }
   return errors;
 }
@@ -157,7 +165,8 @@ std::vector<InputError> KvConfig::parse_file(const std::string& path) {
   text.resize((1u << 20) + 1);
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > (1u << 20)) return {InputError(path, 0, "configuration file is larger than 1 MiB")};
+  if (text.size() > (1u << 20))
+    return {InputError(path, 0, "configuration file is larger than 1 MiB")};
   return parse(text, path);
 }
 
@@ -168,7 +177,8 @@ std::optional<InputError> KvConfig::set(std::string_view assignment, const std::
   const std::string_view value = trim(assignment.substr(eq + 1));
   const ConfigKeySpec* spec = find(key);
   if (spec == nullptr) return InputError(origin, 0, "unknown key '" + printable(key) + "'");
-  if (auto problem = validate(*spec, value)) return InputError(origin, 0, spec->name + " " + *problem);
+  if (auto problem = validate(*spec, value))
+    return InputError(origin, 0, spec->name + " " + *problem);
   values_[spec->name] = std::string(value);
   origins_[spec->name] = origin;
   return std::nullopt;
@@ -180,12 +190,18 @@ std::string KvConfig::get(std::string_view key) const {
   return values_.at(spec->name);
 }
 
-int64_t KvConfig::get_int(std::string_view key) const { return parse_int(get(key)).value_or(0); }
-bool KvConfig::get_bool(std::string_view key) const { return parse_bool_word(get(key)).value_or(false); }
+int64_t KvConfig::get_int(std::string_view key) const {
+  return parse_int(get(key)).value_or(0);
+}
+bool KvConfig::get_bool(std::string_view key) const {
+  return parse_bool_word(get(key)).value_or(false);
+}
 int64_t KvConfig::get_seconds(std::string_view key) const {
   return parse_duration_seconds(get(key)).value_or(0);
 }
-int64_t KvConfig::get_bytes(std::string_view key) const { return parse_byte_size(get(key)).value_or(0); }
+int64_t KvConfig::get_bytes(std::string_view key) const {
+  return parse_byte_size(get(key)).value_or(0);
+}
 
 std::string KvConfig::origin(std::string_view key) const {
   const ConfigKeySpec* spec = find(key);
@@ -195,7 +211,8 @@ std::string KvConfig::origin(std::string_view key) const {
 
 std::string KvConfig::dump() const {
   std::ostringstream out;
-  for (const auto& s : specs_) out << s.name << "=" << values_.at(s.name) << "\n";
+  for (const auto& s : specs_)
+    out << s.name << "=" << values_.at(s.name) << "\n";
   return out.str();
 }
 

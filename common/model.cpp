@@ -11,10 +11,14 @@ using nlohmann::json;
 
 std::string_view to_string(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
-    case Severity::kCritical: return "critical";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
+    case Severity::kCritical:
+      return "critical";
   }
   return "info";
 }
@@ -70,7 +74,8 @@ std::vector<T> object_list(const JsonObjectReader& r, const char* key, F parse_o
   std::vector<T> out;
   if (const json* a = r.array(key)) {
     out.reserve(a->size());
-    for (size_t i = 0; i < a->size(); ++i) out.push_back(parse_one((*a)[i], r.item_path(key, i)));
+    for (size_t i = 0; i < a->size(); ++i)
+      out.push_back(parse_one((*a)[i], r.item_path(key, i)));
   }
   return out;
 }
@@ -118,7 +123,8 @@ void to_json(json& j, const KernelEvent& e) {
   if (!e.fields.empty()) j["fields"] = e.fields;
 }
 
-KernelEvent kernel_event_from_json(const json& j, const std::string& origin, const std::string& path) {
+KernelEvent kernel_event_from_json(const json& j, const std::string& origin,
+                                   const std::string& path) {
   const JsonObjectReader r(j, origin, path);
   KernelEvent e;
   e.id = r.str("id").value_or("");
@@ -208,7 +214,8 @@ void to_json(json& j, const NodeVerdict& v) {
   if (v.time_usec != 0) j["time_usec"] = v.time_usec;
 }
 
-NodeVerdict node_verdict_from_json(const json& j, const std::string& origin, const std::string& path) {
+NodeVerdict node_verdict_from_json(const json& j, const std::string& origin,
+                                   const std::string& path) {
   const JsonObjectReader r(j, origin, path);
   NodeVerdict v;
   v.host = r.str("host").value_or("");
@@ -302,7 +309,8 @@ void to_json(json& j, const NodeEvidence& n) {
   if (n.dstate) j["dstate"] = *n.dstate;
 }
 
-NodeEvidence node_evidence_from_json(const json& j, const std::string& origin, const std::string& path) {
+NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
+                                     const std::string& path) {
   const JsonObjectReader r(j, origin, path);
   NodeEvidence n;
   n.host = r.str("host").value_or("");
@@ -315,7 +323,8 @@ NodeEvidence node_evidence_from_json(const json& j, const std::string& origin, c
   n.events = object_list<KernelEvent>(r, "events", [&](const json& item, const std::string& p) {
     return kernel_event_from_json(item, origin, p);
   });
-  if (const json* v = r.object("verdict")) n.verdict = node_verdict_from_json(*v, origin, r.field_path("verdict"));
+  if (const json* v = r.object("verdict"))
+    n.verdict = node_verdict_from_json(*v, origin, r.field_path("verdict"));
   if (const json* d = r.object("dstate")) {
     const JsonObjectReader dr(*d, origin, r.field_path("dstate"));
     DStateSummary s;

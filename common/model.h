@@ -39,14 +39,14 @@ struct KernelEvent {
   std::optional<int64_t> pid;
   std::string task;  // comm of the process involved
   std::optional<int64_t> uid;
-  std::optional<int64_t> code;  // NVIDIA Xid code
-  std::string block;            // AMD RAS block: umc, xgmi, gfx, mmhub, sdma, ...
+  std::optional<int64_t> code;     // NVIDIA Xid code
+  std::string block;               // AMD RAS block: umc, xgmi, gfx, mmhub, sdma, ...
   std::optional<uint64_t> job_id;  // from the cgroup path when the kernel printed one
   std::string step;                // "0", "batch", "extern", ...
   std::string cgroup;
   std::string cause;   // id of an earlier event that caused this one (Xid 45 after Xid 79)
   std::string action;  // the catalog's advice: none, investigate, reset-gpu, drain, reboot
-  std::vector<std::string> lines;  // verbatim kernel text (bounded; see kMaxEventLines)
+  std::vector<std::string> lines;             // verbatim kernel text (bounded; see kMaxEventLines)
   std::map<std::string, std::string> fields;  // any other named captures of the rule
 
   static constexpr size_t kMaxEventLines = 64;
@@ -57,7 +57,7 @@ struct KernelEvent {
 struct TaskExit {
   std::string host;
   uint64_t job_id = 0;
-  std::string step;  // "0", "1", "batch", "extern", "interactive"
+  std::string step;   // "0", "1", "batch", "extern", "interactive"
   int64_t task = -1;  // node-local task id
   int64_t rank = -1;  // global task id (the rank)
   int64_t pid = 0;
@@ -72,8 +72,8 @@ struct TaskExit {
 };
 
 struct VerdictReason {
-  std::string reason;   // one line: "uncorrectable ECC error on GPU 0000:c1:00.0"
-  std::string action;   // "drain", "reboot-at-job-boundary", "watch", ...
+  std::string reason;  // one line: "uncorrectable ECC error on GPU 0000:c1:00.0"
+  std::string action;  // "drain", "reboot-at-job-boundary", "watch", ...
   std::vector<std::string> event_ids;
 };
 
@@ -87,7 +87,7 @@ struct NodeVerdict {
 
 struct DStateSummary {
   int64_t time_usec = 0;
-  uint64_t count = 0;  // tasks in D state at the last sample
+  uint64_t count = 0;       // tasks in D state at the last sample
   uint64_t persistent = 0;  // of those, how many were already in D at the previous sample(s)
   std::map<std::string, uint64_t> by_wchan;
 };

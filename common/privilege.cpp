@@ -17,7 +17,8 @@ Identity identity_for_uid(uid_t uid, gid_t* gid) {
   struct passwd pw {};
   struct passwd* res = nullptr;
   int rc = 0;
-  while ((rc = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res)) == ERANGE && buf.size() < (1u << 20)) {
+  while ((rc = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res)) == ERANGE &&
+         buf.size() < (1u << 20)) {
     buf.resize(buf.size() * 2);
   }
   if (rc != 0 || res == nullptr) throw std::runtime_error("unknown uid " + std::to_string(uid));
@@ -52,10 +53,13 @@ void drop_privileges_permanently(const Identity& who) {
     throw std::system_error(EPERM, std::generic_category(), "uid did not change");
   }
   if (who.uid != 0 && ::setuid(0) == 0) {
-    throw std::system_error(EPERM, std::generic_category(), "root could be regained after the drop");
+    throw std::system_error(EPERM, std::generic_category(),
+                            "root could be regained after the drop");
   }
 }
 
-bool running_as_root() { return ::geteuid() == 0; }
+bool running_as_root() {
+  return ::geteuid() == 0;
+}
 
 }  // namespace triage

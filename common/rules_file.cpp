@@ -101,11 +101,12 @@ RulesLoad parse_rules_text(std::string_view text, const std::string& file) {
           if (!valid_name(type, false)) {
             out.errors.emplace_back(file, lineno, "bad section type '" + std::string(type) + "'");
           } else if (!valid_name(id, true)) {
-            out.errors.emplace_back(file, lineno,
-                                    "bad id '" + printable(id) +
-                                        "' (letters, digits, '-', '_', '.'; at most 128)");
+            out.errors.emplace_back(
+                file, lineno,
+                "bad id '" + printable(id) + "' (letters, digits, '-', '_', '.'; at most 128)");
           } else {
-            out.sections.push_back(RuleSection{std::string(type), std::string(id), file, lineno, {}});
+            out.sections.push_back(
+                RuleSection{std::string(type), std::string(id), file, lineno, {}});
             current = &out.sections.back();
           }
         }
@@ -122,7 +123,8 @@ RulesLoad parse_rules_text(std::string_view text, const std::string& file) {
           out.errors.emplace_back(file, lineno, "bad key '" + printable(key) + "'");
           last_entry = nullptr;
         } else if (current == nullptr) {
-          out.errors.emplace_back(file, lineno, "'" + std::string(key) + "' is outside any [section]");
+          out.errors.emplace_back(file, lineno,
+                                  "'" + std::string(key) + "' is outside any [section]");
           last_entry = nullptr;
         } else {
           current->entries.push_back(RuleEntry{std::string(key), std::string(value), lineno});
@@ -162,8 +164,10 @@ RulesLoad load_rule_layers(const std::vector<std::string>& layers) {
   std::vector<bool> removed;
 
   auto absorb = [&](RulesLoad&& part) {
-    for (auto& f : part.files) merged.files.push_back(std::move(f));
-    for (auto& e : part.errors) merged.errors.push_back(std::move(e));
+    for (auto& f : part.files)
+      merged.files.push_back(std::move(f));
+    for (auto& e : part.errors)
+      merged.errors.push_back(std::move(e));
     for (auto& s : part.sections) {
       const bool disable = s.entries.size() == 1 && s.entries[0].key == "disable" &&
                            (s.entries[0].value == "true" || s.entries[0].value == "yes");
@@ -198,7 +202,8 @@ RulesLoad load_rule_layers(const std::vector<std::string>& layers) {
       }
       if (ec) merged.errors.emplace_back(layer, 0, "cannot list rules directory: " + ec.message());
       std::sort(files.begin(), files.end());
-      for (const auto& f : files) absorb(parse_rules_file(f));
+      for (const auto& f : files)
+        absorb(parse_rules_file(f));
     } else {
       absorb(parse_rules_file(layer));
     }
@@ -227,7 +232,8 @@ std::vector<std::string> default_rule_layers(const std::vector<std::string>& ext
   } else {
     layers.push_back(std::string(kSysconfDir) + "/triage.d");
   }
-  for (const auto& e : extra) layers.push_back(e);
+  for (const auto& e : extra)
+    layers.push_back(e);
   return layers;
 }
 

@@ -14,7 +14,9 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   return *this;
 }
 
-UniqueFd::~UniqueFd() { reset(); }
+UniqueFd::~UniqueFd() {
+  reset();
+}
 
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -32,7 +34,9 @@ UniqueFd open_dir_at(int dirfd, const std::string& name, bool nofollow) {
   return UniqueFd(fd);
 }
 
-UniqueFd open_dir(const std::string& path, bool nofollow) { return open_dir_at(AT_FDCWD, path, nofollow); }
+UniqueFd open_dir(const std::string& path, bool nofollow) {
+  return open_dir_at(AT_FDCWD, path, nofollow);
+}
 
 UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow) {
   // O_NONBLOCK so that a FIFO planted where a log should be cannot block us in open().
@@ -40,7 +44,8 @@ UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow)
   const int fd = ::openat(dirfd, name.c_str(), flags);
   if (fd < 0) {
     const int err = errno;
-    if (err == ELOOP && nofollow) throw_errno("open " + name + " (refusing to follow a symlink)", err);
+    if (err == ELOOP && nofollow)
+      throw_errno("open " + name + " (refusing to follow a symlink)", err);
     throw_errno("open " + name, err);
   }
   UniqueFd f(fd);
@@ -53,7 +58,8 @@ UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow)
                        : S_ISCHR(st.st_mode)  ? "a character device"
                        : S_ISBLK(st.st_mode)  ? "a block device"
                                               : "not a regular file";
-    throw std::system_error(EINVAL, std::generic_category(), name + " is " + what + ", not a regular file");
+    throw std::system_error(EINVAL, std::generic_category(),
+                            name + " is " + what + ", not a regular file");
   }
   // Regular files never block; reads should behave normally from here on.
   const int fl = ::fcntl(fd, F_GETFL);
@@ -121,7 +127,8 @@ void atomic_write_at(int dirfd, const std::string& name, std::string_view data, 
     if (::fchmod(fd, mode) != 0) throw_errno("chmod " + tmp, errno);
     if (::fsync(fd) != 0) throw_errno("fsync " + tmp, errno);
     f.reset();
-    if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) throw_errno("rename to " + name, errno);
+    if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0)
+      throw_errno("rename to " + name, errno);
   } catch (...) {
     (void)::unlinkat(dirfd, tmp.c_str(), 0);
     throw;

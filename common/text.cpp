@@ -166,12 +166,15 @@ std::string strip_ansi(std::string_view s) {
     if (kind == '[') {
       // CSI: parameters and intermediates, then one final byte in 0x40..0x7E.
       size_t j = i + 2;
-      while (j < s.size() && !(s[j] >= 0x40 && s[j] <= 0x7E)) ++j;
+      while (j < s.size() && !(s[j] >= 0x40 && s[j] <= 0x7E))
+        ++j;
       i = j;  // loop's ++i steps past the final byte
     } else if (kind == ']') {
       // OSC: ends at BEL or at ST (ESC \).
       size_t j = i + 2;
-      while (j < s.size() && s[j] != '\x07' && !(s[j] == '\x1b' && j + 1 < s.size() && s[j + 1] == '\\')) ++j;
+      while (j < s.size() && s[j] != '\x07' &&
+             !(s[j] == '\x1b' && j + 1 < s.size() && s[j + 1] == '\\'))
+        ++j;
       if (j < s.size() && s[j] == '\x1b') ++j;
       i = j;
     } else {
@@ -187,9 +190,28 @@ std::string md_inline(std::string_view s) {
   out.reserve(p.size() + 8);
   for (const char c : p) {
     switch (c) {
-      case '\\': case '`': case '*': case '_': case '{': case '}': case '[': case ']':
-      case '(': case ')': case '#': case '+': case '-': case '.': case '!': case '|':
-      case '~': case '>': case '<': case '&': case '"': case '\'':
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '{':
+      case '}':
+      case '[':
+      case ']':
+      case '(':
+      case ')':
+      case '#':
+      case '+':
+      case '-':
+      case '.':
+      case '!':
+      case '|':
+      case '~':
+      case '>':
+      case '<':
+      case '&':
+      case '"':
+      case '\'':
         out += '\\';
         out += c;
         break;
@@ -219,7 +241,9 @@ std::string md_code_span(std::string_view s) {
   return ticks + " " + p + " " + ticks;
 }
 
-std::string md_table_cell(std::string_view s) { return md_inline(s); }
+std::string md_table_cell(std::string_view s) {
+  return md_inline(s);
+}
 
 std::string md_code_block(const std::vector<std::string>& lines, std::string_view info) {
   std::vector<std::string> clean;
@@ -246,7 +270,8 @@ std::string_view truncate_utf8(std::string_view s, size_t max_bytes) {
   if (s.size() <= max_bytes) return s;
   size_t cut = max_bytes;
   // Step back over continuation bytes so we never end inside a sequence.
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut;
   return s.substr(0, cut);
 }
 

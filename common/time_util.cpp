@@ -43,7 +43,8 @@ int month_index(std::string_view m) {
   return 0;
 }
 
-std::optional<int64_t> make_usec(int y, int mo, int d, int h, int mi, int s, int64_t frac_usec, int64_t offset_sec) {
+std::optional<int64_t> make_usec(int y, int mo, int d, int h, int mi, int s, int64_t frac_usec,
+                                 int64_t offset_sec) {
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return std::nullopt;
   const int64_t days = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
   const int64_t secs = days * 86400 + h * 3600 + mi * 60 + s - offset_sec;
@@ -60,7 +61,9 @@ int64_t now_usec() {
       .count();
 }
 
-void pin_now_usec(std::optional<int64_t> usec) { g_pinned.store(usec.value_or(INT64_MIN)); }
+void pin_now_usec(std::optional<int64_t> usec) {
+  g_pinned.store(usec.value_or(INT64_MIN));
+}
 
 int64_t monotonic_usec() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -75,11 +78,12 @@ std::string format_utc(int64_t usec, bool micros) {
   gmtime_r(&t, &tm);
   char buf[64];
   if (micros) {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(usec - secs * 1000000));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<long long>(usec - secs * 1000000));
   } else {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec);
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   }
   return buf;
 }
@@ -137,7 +141,8 @@ std::optional<int64_t> parse_timestamp_usec(std::string_view s) {
       return std::nullopt;
     }
     p += 8;
-    if (p >= s.size() || s[p] != ' ' || !digits(s, p + 1, 4, y) || p + 5 != s.size()) return std::nullopt;
+    if (p >= s.size() || s[p] != ' ' || !digits(s, p + 1, 4, y) || p + 5 != s.size())
+      return std::nullopt;
     return make_usec(y, mo, d, h, mi, sec, 0, 0);
   }
   return std::nullopt;

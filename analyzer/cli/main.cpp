@@ -10,18 +10,20 @@
 namespace {
 
 void print_usage(FILE* out) {
-  std::fprintf(out,
-               "usage: slurm-triage <command> [options]\n"
-               "\n"
-               "Explains why a Slurm training job ended, from its log, its nodes' kernels and its metrics.\n"
-               "\n"
-               "commands:\n");
+  std::fprintf(
+      out,
+      "usage: slurm-triage <command> [options]\n"
+      "\n"
+      "Explains why a Slurm training job ended, from its log, its nodes' kernels and its metrics.\n"
+      "\n"
+      "commands:\n");
   for (const auto& c : triage::CliRegistry::all()) {
     std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
   }
   std::fprintf(out,
                "\n"
-               "Run 'slurm-triage <command> --help' for a command's options; 'man slurm-triage' for more.\n");
+               "Run 'slurm-triage <command> --help' for a command's options; 'man slurm-triage' "
+               "for more.\n");
 }
 
 }  // namespace

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   }
   init_logging("agent-bench", "warn");
   // tmpfs when there is one: the fixture /proc then costs about what procfs costs (no disk).
-  std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm/agent-bench-XXXXXX" : "/tmp/agent-bench-XXXXXX";
+  std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm/agent-bench-XXXXXX"
+                                                               : "/tmp/agent-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl.data());
   make_proc(dir + "/proc", procs);
   make_sysfs(dir + "/sys");

@@ -24,7 +24,8 @@ TEST(Hostlist, MalformedAndHugeExpressionsAreErrors) {
 }
 
 TEST(Hostlist, CompressesBackToSlurmForm) {
-  EXPECT_EQ(compress_hostlist({"node001", "node002", "node003", "node010", "login"}), "node[001-003,010],login");
+  EXPECT_EQ(compress_hostlist({"node001", "node002", "node003", "node010", "login"}),
+            "node[001-003,010],login");
   EXPECT_EQ(compress_hostlist({"n1"}), "n1");
 }
 

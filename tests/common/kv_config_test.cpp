@@ -17,7 +17,8 @@ KvConfig make() {
 
 TEST(KvConfig, SlurmStyleKeysAreCaseInsensitive) {
   KvConfig c = make();
-  const auto errors = c.parse("# comment\ndrainpolicy=auto\nSampleInterval = 10s # trailing\n", "triage.conf");
+  const auto errors =
+      c.parse("# comment\ndrainpolicy=auto\nSampleInterval = 10s # trailing\n", "triage.conf");
   ASSERT_TRUE(errors.empty());
   EXPECT_EQ(c.get("DrainPolicy"), "auto");
   EXPECT_EQ(c.get_seconds("SampleInterval"), 10);
@@ -27,7 +28,8 @@ TEST(KvConfig, SlurmStyleKeysAreCaseInsensitive) {
 
 TEST(KvConfig, UnknownKeysAndBadValuesNameTheLine) {
   KvConfig c = make();
-  const auto errors = c.parse("DrainPolicy=sometimes\nColour=blue\nSpoolDir=relative\nDebug=maybe\n", "t.conf");
+  const auto errors =
+      c.parse("DrainPolicy=sometimes\nColour=blue\nSpoolDir=relative\nDebug=maybe\n", "t.conf");
   ASSERT_EQ(errors.size(), 4u);
   EXPECT_EQ(std::string(errors[0].what()), "t.conf:1: DrainPolicy must be one of: recommend, auto");
   EXPECT_EQ(std::string(errors[1].what()), "t.conf:2: unknown key 'Colour'");

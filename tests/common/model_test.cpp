@@ -50,7 +50,8 @@ TEST(Evidence, RoundTripsThroughJson) {
 }
 
 TEST(Evidence, TypeErrorsNameTheField) {
-  const std::string bad = R"({"schema_version":1,"nodes":[{"host":"a"},{"host":"b","tasks":[{"pid":"x"}]}]})";
+  const std::string bad =
+      R"({"schema_version":1,"nodes":[{"host":"a"},{"host":"b","tasks":[{"pid":"x"}]}]})";
   try {
     (void)parse_evidence(bad, "pipe");
     FAIL() << "expected an error";

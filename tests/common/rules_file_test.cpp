@@ -28,13 +28,15 @@ TEST(RulesFile, ParsesSectionsEntriesAndContinuations) {
   EXPECT_EQ(s.id, "oom-host");
   EXPECT_EQ(s.line, 2);
   EXPECT_EQ(s.all("pattern").size(), 2u);
-  EXPECT_EQ(s.first("explain")->value, "The kernel killed a process because the node ran out of memory.");
+  EXPECT_EQ(s.first("explain")->value,
+            "The kernel killed a process because the node ran out of memory.");
   EXPECT_EQ(s.first("pattern")->line, 4);
   EXPECT_EQ(r.sections[1].type, "harmless");
 }
 
 TEST(RulesFile, ReportsEveryErrorWithItsLine) {
-  const auto r = parse_rules_text("key = outside\n[broken\n[onlytype]\n[x y]\nno equals here\n", "bad.rules");
+  const auto r =
+      parse_rules_text("key = outside\n[broken\n[onlytype]\n[x y]\nno equals here\n", "bad.rules");
   ASSERT_EQ(r.errors.size(), 4u);
   EXPECT_EQ(std::string(r.errors[0].what()), "bad.rules:1: 'key' is outside any [section]");
   EXPECT_EQ(r.errors[1].line(), 2);
@@ -49,13 +51,17 @@ TEST(RulesFile, RejectsInvalidUtf8Lines) {
 }
 
 TEST(RulesFile, LaterLayersReplaceAndDisable) {
-  const auto dir = std::filesystem::temp_directory_path() / ("rules_layers_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rules_layers_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "base");
   std::filesystem::create_directories(dir / "site");
-  std::ofstream(dir / "base" / "a.rules") << "[signature one]\npattern = a\n[signature two]\npattern = b\n";
-  std::ofstream(dir / "site" / "z.rules") << "[signature one]\npattern = replaced\n[signature two]\ndisable = true\n"
-                                             "[signature three]\npattern = c\n";
-  const auto r = load_rule_layers({(dir / "base").string(), (dir / "site").string(), (dir / "missing").string()});
+  std::ofstream(dir / "base" / "a.rules")
+      << "[signature one]\npattern = a\n[signature two]\npattern = b\n";
+  std::ofstream(dir / "site" / "z.rules")
+      << "[signature one]\npattern = replaced\n[signature two]\ndisable = true\n"
+         "[signature three]\npattern = c\n";
+  const auto r = load_rule_layers(
+      {(dir / "base").string(), (dir / "site").string(), (dir / "missing").string()});
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.sections.size(), 2u);
   EXPECT_EQ(r.sections[0].id, "one");

@@ -30,7 +30,7 @@ TEST(StripAnsi, RemovesColourAndOscSequences) {
   EXPECT_EQ(strip_ansi("\x1b]0;title\x07text"), "text");
   EXPECT_EQ(strip_ansi("\x1b]8;;http://x\x1b\\link"), "link");
   EXPECT_EQ(strip_ansi("trailing\x1b"), "trailing");
-  EXPECT_EQ(strip_ansi("\x1b[12;"), "");  // unterminated CSI swallows the rest
+  EXPECT_EQ(strip_ansi("\x1b[12;"), "");                      // unterminated CSI swallows the rest
   EXPECT_EQ(strip_ansi("\x1b[unterminated"), "nterminated");  // 'u' is a CSI final byte
 }
 
