@@ -525,6 +525,24 @@ void Agent::schedule_health() {
   });
 }
 
+namespace {
+
+// Whether two verdicts say the same thing. A reason's text carries live counts ("286000 GPU ring
+// timeouts"), which change with every folded repeat of a flood: comparing the text would log the
+// verdict on every event. The actions and the events behind each reason are what matter.
+bool same_story(const NodeVerdict& a, const NodeVerdict& b) {
+  if (a.verdict != b.verdict || a.reasons.size() != b.reasons.size()) return false;
+  for (size_t i = 0; i < a.reasons.size(); ++i) {
+    const VerdictReason& x = a.reasons[i];
+    const VerdictReason& y = b.reasons[i];
+    if (x.action != y.action || x.event_ids.empty() != y.event_ids.empty()) return false;
+    if (!x.event_ids.empty() && x.event_ids.front() != y.event_ids.front()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void Agent::evaluate_health() {
   collector::HealthInputs in;
   in.host = cfg_.node_name;
@@ -535,9 +553,7 @@ void Agent::evaluate_health() {
   in.stuck_sysfs_reads = sysfs_ ? sysfs_->stuck.size() : 0;
   NodeVerdict v = collector::evaluate_node_health(in, cfg_.health);
   health_dirty_ = false;
-  const bool changed =
-      v.verdict != verdict_.verdict || v.reasons.size() != verdict_.reasons.size() ||
-      (!v.reasons.empty() && v.reasons.front().reason != verdict_.reasons.front().reason);
+  const bool changed = !same_story(v, verdict_);
   verdict_ = std::move(v);
   if (changed) {
     if (verdict_.verdict == "healthy") {
