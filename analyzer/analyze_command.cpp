@@ -321,7 +321,8 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
   }
   const std::string md = render_markdown(t);
   const std::string js = render_json(t);
-  if (print_report && !o.quiet) std::fputs(o.format == "json" ? js.c_str() : md.c_str(), stdout);
+  if (print_report && !o.quiet)
+    (void)std::fputs(o.format == "json" ? js.c_str() : md.c_str(), stdout);
   if (where) {
     try {
       write_report(*where, md, js, report_mode_for(rep.log_mode));

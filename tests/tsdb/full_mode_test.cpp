@@ -95,7 +95,7 @@ std::string real_prometheus(const std::string& path_var) {
   std::stringstream ss(path_var);
   std::string d;
   while (std::getline(ss, d, ':')) {
-    const std::string p = (d.empty() ? "." : d) + "/prometheus";
+    std::string p = (d.empty() ? "." : d) + "/prometheus";
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
   return "prometheus";
