@@ -17,8 +17,11 @@
 #include "analyzer/owner_privilege.h"
 #include "analyzer/report_render.h"
 #include "analyzer/report_writer.h"
+#include "analyzer/tsdb/tsdb.h"
+#include "analyzer/tsdb_handoff.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
+#include "common/rules_file.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -50,7 +53,14 @@ options:
   --report-path PATH    with --write and one job: write triage.md to PATH (triage.json beside it)
   --outputs DIR         where job ids are looked up (default: ./outputs)
   --evidence FILE|-     node evidence JSON from the slurm-triage agent (see docs/protocol.md)
-  --mode basic|full     full also scans rank-*.log and ray_logs/*/worker*.{out,err} (default basic)
+  --mode basic|full     full also scans rank-*.log and ray_logs/*/worker*.{out,err} and runs the
+                        TSDB playbooks on the job's metrics (prometheus/ in the job directory, or
+                        --prometheus-url); with --write the timeline goes beside the report as
+                        <report>-timeline.svg (default basic)
+  --prometheus-url URL  full mode: a cluster Prometheus to query first (scoped to the job's nodes
+                        and window: needs --evidence)
+  --prometheus PATH     full mode: the prometheus binary that serves the job's own TSDB
+                        (default: prometheus in $PATH)
   --slurm-state STATE   the job's Slurm state (RUNNING, COMPLETED, TIMEOUT, ...) for offline use;
                         'none' means do not ask Slurm. Default: the evidence's, else squeue's.
   --now EPOCH           analyse as if the time were EPOCH (seconds): for expected-step and hangs
@@ -81,6 +91,7 @@ struct Options {
   std::vector<std::string> rules_dirs;
   std::vector<std::string> paths;
   AnalysisOptions analysis;
+  TsdbHandoffOptions tsdb;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -118,6 +129,13 @@ Options parse_options(int argc, char** argv) {
       o.analysis.mode = value("--mode");
       if (o.analysis.mode != "basic" && o.analysis.mode != "full")
         usage_error("--mode must be basic or full");
+    } else if (a == "--prometheus-url") {
+      o.tsdb.cluster_url = value("--prometheus-url");
+      if (o.tsdb.cluster_url.rfind("http://", 0) != 0 &&
+          o.tsdb.cluster_url.rfind("https://", 0) != 0)
+        usage_error("--prometheus-url expects an http:// or https:// URL");
+    } else if (a == "--prometheus") {
+      o.tsdb.prometheus_binary = value("--prometheus");
     } else if (a == "--slurm-state") {
       o.analysis.slurm_state_option = value("--slurm-state");
       const auto& s = o.analysis.slurm_state_option;
@@ -151,6 +169,7 @@ Options parse_options(int argc, char** argv) {
   o.analysis.now_usec = now_usec();
   if (!o.report_path.empty() && !o.write) usage_error("--report-path needs --write");
   if (o.quiet && !o.write) usage_error("--quiet only makes sense with --write");
+  if (!o.rules_dirs.empty()) o.tsdb.rule_layers = default_rule_layers(o.rules_dirs);
   return o;
 }
 
@@ -246,8 +265,17 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
     out.exit_code = kExitInput;
     return out;
   }
-  JobReport rep = analyze_job(target, plan, evidence, o.analysis);
-  const Triage& t = rep.triage;
+  // Full mode hands the triage to the TSDB playbooks; basic mode never starts a prometheus.
+  AnalysisOptions analysis = o.analysis;
+  std::optional<tsdb::TsdbResult> metrics;
+  if (analysis.mode == "full") {
+    analysis.tsdb_hook = [&](Triage& tr, int /*job_dir_fd: the playbooks copy by path*/) {
+      metrics = tsdb::run_tsdb_analysis(tsdb_request_for(tr, evidence, o.tsdb));
+      attach_tsdb_result(tr, *metrics, "");
+    };
+  }
+  JobReport rep = analyze_job(target, plan, evidence, analysis);
+  Triage& t = rep.triage;
   out.status = t.status;
   out.primary = t.primary_failure;
   out.title = t.primary_title;
@@ -267,15 +295,38 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
   }
   out.exit_code = rep.input_error ? kExitInput : exit_code_for(t);
   if (rep.input_error && !t.notes.empty()) out.error = t.notes.back();
-  const std::string md = render_markdown(t);
-  const std::string js = render_json(t);
-  if (print_report && !o.quiet) std::fputs(o.format == "json" ? js.c_str() : md.c_str(), stdout);
+  std::optional<ReportPlacement> where;
   if (o.write) {
     try {
-      const ReportPlacement where =
-          place_report(target, o.report_path, evidence != nullptr ? evidence->report_path : "");
-      write_report(where, md, js, report_mode_for(rep.log_mode));
-      out.report = where.md_path();
+      where = place_report(target, o.report_path, evidence != nullptr ? evidence->report_path : "");
+    } catch (const std::exception& e) {
+      (void)std::fprintf(stderr, "slurm-triage analyze: %s: cannot write the report: %s\n",
+                         spec.display.c_str(), e.what());
+      out.error = std::string("cannot write the report: ") + e.what();
+      out.exit_code = std::max(out.exit_code, kExitWrite);
+    }
+  }
+  // The timeline goes first, so that the report never links a picture that is not there.
+  if (where && metrics && metrics->available) {
+    const std::string svg = tsdb::render_svg_timeline(*metrics);
+    if (!svg.empty()) {
+      const std::string name = timeline_name_for(where->md_name);
+      try {
+        write_beside_report(*where, name, svg, report_mode_for(rep.log_mode));
+        attach_tsdb_result(t, *metrics, name);
+      } catch (const std::exception& e) {
+        t.notes.push_back("Could not write the TSDB timeline " + name + ": " + e.what() + ".");
+      }
+    }
+  }
+  const std::string md = render_markdown(t);
+  const std::string js = render_json(t);
+  if (print_report && !o.quiet)
+    (void)std::fputs(o.format == "json" ? js.c_str() : md.c_str(), stdout);
+  if (where) {
+    try {
+      write_report(*where, md, js, report_mode_for(rep.log_mode));
+      out.report = where->md_path();
     } catch (const std::exception& e) {
       (void)std::fprintf(stderr, "slurm-triage analyze: %s: cannot write the report: %s\n",
                          spec.display.c_str(), e.what());

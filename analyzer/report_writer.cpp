@@ -57,6 +57,12 @@ void write_report(const ReportPlacement& where, const std::string& markdown,
   atomic_write_at(dir.get(), where.json_name, json, mode);
 }
 
+void write_beside_report(const ReportPlacement& where, const std::string& name,
+                         const std::string& data, mode_t mode) {
+  UniqueFd dir = open_dir(where.dir, false);
+  atomic_write_at(dir.get(), name, data, mode);
+}
+
 mode_t report_mode_for(mode_t log_mode) {
   return 0600 | (log_mode & 0044);
 }

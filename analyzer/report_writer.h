@@ -32,6 +32,11 @@ ReportPlacement place_report(const JobTarget& target, const std::string& report_
 void write_report(const ReportPlacement& where, const std::string& markdown,
                   const std::string& json, mode_t mode);
 
+// Writes another file of the report (the TSDB timeline) into the report's directory, with the same
+// guarantees as write_report.
+void write_beside_report(const ReportPlacement& where, const std::string& name,
+                         const std::string& data, mode_t mode);
+
 // Permission bits for a report quoting a log with mode `log_mode`: never readable by more people
 // than the log itself.
 mode_t report_mode_for(mode_t log_mode);

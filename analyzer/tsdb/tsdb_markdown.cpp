@@ -56,6 +56,26 @@ std::string source_line(const TsdbResult& r) {
   return "none";
 }
 
+std::string numbered(const std::vector<std::string>& items) {
+  std::string md;
+  for (size_t i = 0; i < items.size(); ++i)
+    md += std::to_string(i + 1) + ". " + md_inline(items[i]) + "\n";
+  return md + "\n";
+}
+
+std::string notes_section(const TsdbResult& r, int h) {
+  std::vector<std::string> all_notes = r.notes;
+  for (const auto& p : r.playbooks) {
+    for (const auto& n : p.notes)
+      all_notes.push_back("playbook " + std::to_string(p.number) + ": " + n);
+  }
+  if (all_notes.empty()) return "";
+  std::string md = heading(h + 1, "Notes");
+  for (const auto& n : all_notes)
+    md += "- " + md_inline(n) + "\n";
+  return md + "\n";
+}
+
 }  // namespace
 
 std::string TsdbResult::render_markdown(const MarkdownOptions& o) const {
@@ -90,6 +110,17 @@ std::string TsdbResult::render_markdown(const MarkdownOptions& o) const {
                   : "No metrics could be read for this job (see the notes below); the report above "
                     "rests on the log "
                     "and the nodes' kernels alone.\n\n";
+  }
+  if (!available || refused) {
+    // Nothing was measured: no evidence, anomaly or correlation sections that would read as "all
+    // clear". Only why, and what to do about it.
+    if (!correlation.text.empty()) {
+      md += heading(h + 1, "Correlation with triage");
+      md += md_inline(correlation.text) + "\n\n";
+    }
+    if (!recommendations.empty())
+      md += heading(h + 1, "Recommended next steps") + numbered(recommendations);
+    return md + notes_section(*this, h);
   }
   for (const auto& p : playbooks) {
     md += "- **Playbook " + std::to_string(p.number) + " (" + md_inline(p.id) +
@@ -168,25 +199,8 @@ std::string TsdbResult::render_markdown(const MarkdownOptions& o) const {
   md += md_inline(correlation.text.empty() ? "No playbook ran." : correlation.text) + "\n\n";
 
   md += heading(h + 1, "Recommended next steps");
-  if (recommendations.empty()) {
-    md += "Nothing more from the metrics.\n\n";
-  } else {
-    for (size_t i = 0; i < recommendations.size(); ++i)
-      md += std::to_string(i + 1) + ". " + md_inline(recommendations[i]) + "\n";
-    md += "\n";
-  }
-  std::vector<std::string> all_notes = notes;
-  for (const auto& p : playbooks) {
-    for (const auto& n : p.notes)
-      all_notes.push_back("playbook " + std::to_string(p.number) + ": " + n);
-  }
-  if (!all_notes.empty()) {
-    md += heading(h + 1, "Notes");
-    for (const auto& n : all_notes)
-      md += "- " + md_inline(n) + "\n";
-    md += "\n";
-  }
-  return md;
+  md += recommendations.empty() ? "Nothing more from the metrics.\n\n" : numbered(recommendations);
+  return md + notes_section(*this, h);
 }
 
 }  // namespace triage::tsdb

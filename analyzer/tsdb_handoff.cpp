@@ -1,0 +1,155 @@
+#include "analyzer/tsdb_handoff.h"
+
+#include <algorithm>
+
+#include "analyzer/triage_report.h"
+
+namespace triage {
+
+namespace {
+
+std::optional<double> seconds(int64_t usec) {
+  if (usec <= 0) return std::nullopt;
+  return static_cast<double>(usec) / 1e6;
+}
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  if (!s.empty() && std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+const NodeRow* node_of_rank(const Triage& t, int64_t rank) {
+  for (const auto& n : t.nodes) {
+    if (std::find(n.ranks.begin(), n.ranks.end(), rank) != n.ranks.end()) return &n;
+  }
+  return nullptr;
+}
+
+// When the job failed, by the log: the primary failure's first line. A hang's evidence is its last
+// completed step, which is where the hang began, not where the job ended: its end is the summary's
+// "Finished:" time (cancel or time limit).
+std::optional<double> failure_time(const Triage& t) {
+  if (t.primary_failure != "hang") {
+    for (const auto& f : t.evidence) {
+      if (f.time_usec > 0) return seconds(f.time_usec);
+    }
+  }
+  return seconds(t.summary.finished_usec);
+}
+
+// A file name as a Markdown link target: a log called "run (2).log" gives a report and a timeline
+// with a space and parentheses in their names, which would end the link early.
+std::string link_target(const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '.' ||
+        c == '-' || c == '_') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
+                                   const TsdbHandoffOptions& options) {
+  tsdb::TsdbRequest r;
+  r.job_dir = t.job_dir;
+  if (t.job_id) r.job_id = std::to_string(*t.job_id);
+  r.triage_class = t.primary_failure;
+  r.full = true;
+
+  // The job's window and nodes are trusted facts only from Slurm (the agent's evidence). Without
+  // them the TSDB's own range and hosts are analysed: a log names only the nodes that printed
+  // something, and a partial list would make healthy nodes look missing.
+  if (evidence != nullptr) {
+    if (evidence->job.start_time > 0) r.job_start = static_cast<double>(evidence->job.start_time);
+    if (evidence->job.end_time > 0) r.job_end = static_cast<double>(evidence->job.end_time);
+    r.hosts = evidence->job.nodes;
+  }
+  if (!r.job_end) r.job_end = seconds(t.summary.finished_usec);
+  if (r.hosts.empty() && !options.cluster_url.empty()) {
+    // A cluster Prometheus holds every node of the cluster: the log's nodes are a better scope
+    // than none.
+    for (const auto& n : t.nodes)
+      add_unique(r.hosts, n.host);
+  }
+
+  r.failure_time = failure_time(t);
+  const auto& p = t.progress;
+  if (p.has_steps && p.last_step >= 0) {
+    r.last_step = p.last_step;
+    if (p.first_step >= 0) r.first_step = p.first_step;
+    // An upper bound from the log's mtime is not when the last step completed.
+    if (p.last_step_time_basis == "timestamp" || p.last_step_time_basis == "estimated")
+      r.last_step_time = seconds(p.last_step_time_usec);
+  }
+  r.checkpoint_period = p.checkpoint_period;
+  r.step_time_s = p.step_seconds;
+
+  if (t.heartbeat.present) {
+    for (int64_t task : t.heartbeat.accused) {
+      r.accused_tasks.push_back(task);
+      if (const NodeRow* n = node_of_rank(t, task)) add_unique(r.accused_hosts, n->host);
+    }
+  }
+  if (const NodeRow* n = node_of_rank(t, 0)) r.coordinator_host = n->host;
+
+  if (t.ray.live) {
+    r.liveness = tsdb::JobLiveness::kLive;
+    if (!t.ray.head_host.empty() && t.ray.prometheus_port && *t.ray.prometheus_port > 0 &&
+        *t.ray.prometheus_port <= 65535) {
+      r.head_host = t.ray.head_host;
+      r.head_port = static_cast<uint16_t>(*t.ray.prometheus_port);
+    }
+  } else if (t.status != kStatusRunning && t.status != kStatusHanging &&
+             t.status != kStatusUnknown) {
+    r.liveness = tsdb::JobLiveness::kFinished;
+  }
+
+  r.cluster_url = options.cluster_url;
+  r.host_label = options.host_label.empty() ? "host" : options.host_label;
+  if (!options.prometheus_binary.empty()) r.prometheus_binary = options.prometheus_binary;
+  r.rule_layers = options.rule_layers;
+  r.query_timeout_s = options.query_timeout_s;
+  return r;
+}
+
+void attach_tsdb_result(Triage& t, const tsdb::TsdbResult& result, const std::string& svg_name) {
+  t.tsdb = result.to_json();
+  t.tsdb["timeline_svg"] = svg_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(svg_name);
+  t.tsdb_markdown = result.render_markdown({link_target(svg_name), 3});
+
+  if (!result.available) {
+    std::string why = result.notes.empty() ? "no metrics source answered" : result.notes.front();
+    add_unique(t.notes, "Full mode: the TSDB playbooks could not read this job's metrics (" + why +
+                            "); the report rests on the log and the nodes' kernels.");
+    return;
+  }
+  // Hardware verdicts from counters: from an admin-run cluster Prometheus they justify a drain;
+  // from the job's own (user-writable) TSDB they are a lead to confirm with the node's kernel log.
+  for (const auto& v : result.hardware) {
+    if (v.action != "drain") continue;
+    std::string rec = v.source_trusted
+                          ? "Drain " + v.host + " (" + v.component + ": " + v.reason +
+                                ", from the cluster Prometheus)."
+                          : "Check " + v.host + " (" + v.component + "): the job's " +
+                                "metrics show " + v.reason +
+                                "; confirm with the node's kernel log before draining.";
+    add_unique(t.recommendations, rec);
+  }
+}
+
+std::string timeline_name_for(const std::string& report_md_name) {
+  std::string stem = report_md_name;
+  if (stem.size() > 3 && stem.compare(stem.size() - 3, 3, ".md") == 0) stem.resize(stem.size() - 3);
+  return stem + "-timeline.svg";
+}
+
+}  // namespace triage

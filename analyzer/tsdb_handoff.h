@@ -1,0 +1,38 @@
+// Full mode's hand-off from the log triage to the TSDB playbooks (analyzer/tsdb/): what the log and
+// the node evidence established becomes a TsdbRequest (class, failure moment, last step, accused
+// hosts, the job's window and nodes), and the TsdbResult comes back as triage.json's `tsdb`, the
+// TSDB section of triage.md, and recommendations for the hardware verdicts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/triage_report.h"
+#include "analyzer/tsdb/tsdb.h"
+#include "common/model.h"
+
+namespace triage {
+
+struct TsdbHandoffOptions {
+  std::string cluster_url;               // --prometheus-url: a cluster Prometheus, tried first
+  std::string host_label = "host";       // its node label
+  std::string prometheus_binary;         // --prometheus; empty: prometheus in $PATH
+  std::vector<std::string> rule_layers;  // threshold layers; empty: the default layers
+  double query_timeout_s = 60;
+};
+
+tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
+                                   const TsdbHandoffOptions& options);
+
+// Fills t.tsdb and t.tsdb_markdown from `result` (linking `svg_name`, relative to the report, when
+// it is not empty) and adds the metrics' hardware verdicts to the recommendations. Call again with
+// the SVG name once the timeline is written: the section is replaced, recommendations are not
+// added twice.
+void attach_tsdb_result(Triage& t, const tsdb::TsdbResult& result, const std::string& svg_name);
+
+// The timeline's file name beside a report: "triage.md" -> "triage-timeline.svg",
+// "triage-4242.md" -> "triage-4242-timeline.svg".
+std::string timeline_name_for(const std::string& report_md_name);
+
+}  // namespace triage

@@ -1,0 +1,174 @@
+// What full mode tells the TSDB playbooks about a job, and how their answer lands in the report.
+#include <gtest/gtest.h>
+
+#include "analyzer/report_render.h"
+#include "analyzer/tsdb_handoff.h"
+
+namespace triage {
+namespace {
+
+NodeRow node(const std::string& host, std::vector<int64_t> ranks) {
+  NodeRow n;
+  n.host = host;
+  n.ranks = std::move(ranks);
+  return n;
+}
+
+// A heartbeat timeout on a 3-node job: the coordinator (task 0 on node001) declared task 2 dead.
+Triage heartbeat_job() {
+  Triage t;
+  t.job_dir = "/home/alice/outputs/4242-llama";
+  t.job_id = 4242;
+  t.status = kStatusFailed;
+  t.primary_failure = "heartbeat-timeout";
+  Finding f;
+  f.cls = "heartbeat-timeout";
+  f.time_usec = 1763729100000000;
+  t.evidence.push_back(f);
+  t.nodes = {node("node001", {0}), node("node002", {1}), node("node003", {2})};
+  t.heartbeat.present = true;
+  t.heartbeat.accused = {2};
+  t.progress.has_steps = true;
+  t.progress.first_step = 0;
+  t.progress.last_step = 316;
+  t.progress.last_step_time_usec = 1763729000000000;
+  t.progress.last_step_time_basis = "timestamp";
+  t.progress.checkpoint_period = 100;
+  t.progress.step_seconds = 7.9;
+  t.summary.finished_usec = 1763729200000000;
+  return t;
+}
+
+TEST(TsdbHandoff, AHeartbeatTimeoutNamesTheAccusedHostsTheCoordinatorAndTheCrashTime) {
+  const Triage t = heartbeat_job();
+  const auto r = tsdb_request_for(t, nullptr, {});
+  EXPECT_EQ(r.job_dir, t.job_dir);
+  EXPECT_EQ(r.job_id, "4242");
+  EXPECT_EQ(r.triage_class, "heartbeat-timeout");
+  EXPECT_TRUE(r.full);
+  EXPECT_EQ(r.accused_hosts, std::vector<std::string>{"node003"});
+  EXPECT_EQ(r.accused_tasks, std::vector<int64_t>{2});
+  EXPECT_EQ(r.coordinator_host, "node001");
+  ASSERT_TRUE(r.failure_time);
+  EXPECT_DOUBLE_EQ(*r.failure_time, 1763729100);
+  ASSERT_TRUE(r.last_step && r.last_step_time);
+  EXPECT_EQ(*r.last_step, 316);
+  EXPECT_DOUBLE_EQ(*r.last_step_time, 1763729000);
+  EXPECT_EQ(r.checkpoint_period, 100);
+  EXPECT_EQ(r.liveness, tsdb::JobLiveness::kFinished);
+  // Without Slurm's facts, no node list from the log: the TSDB's own hosts are analysed.
+  EXPECT_TRUE(r.hosts.empty());
+  EXPECT_FALSE(r.job_start);
+  ASSERT_TRUE(r.job_end);
+  EXPECT_DOUBLE_EQ(*r.job_end, 1763729200);
+}
+
+TEST(TsdbHandoff, AHangEndsWhenTheJobDidNotWhenItsLastStepWasLogged) {
+  Triage t = heartbeat_job();
+  t.primary_failure = "hang";
+  t.evidence.front().cls = "hang";
+  t.evidence.front().time_usec = t.progress.last_step_time_usec;
+  const auto r = tsdb_request_for(t, nullptr, {});
+  ASSERT_TRUE(r.failure_time);
+  EXPECT_DOUBLE_EQ(*r.failure_time, 1763729200);
+  EXPECT_DOUBLE_EQ(*r.last_step_time, 1763729000);
+}
+
+TEST(TsdbHandoff, TheLogsModificationTimeIsNeverTakenForTheLastStepsTime) {
+  Triage t = heartbeat_job();
+  t.progress.last_step_time_basis = "log mtime (upper bound)";
+  EXPECT_FALSE(tsdb_request_for(t, nullptr, {}).last_step_time);
+}
+
+TEST(TsdbHandoff, SlurmsFactsGiveTheWindowAndTheNodesAndTheOptionsTheSources) {
+  const Triage t = heartbeat_job();
+  Evidence ev;
+  ev.job.start_time = 1763720000;
+  ev.job.end_time = 1763729300;
+  ev.job.nodes = {"node001", "node002", "node003", "node004"};
+  TsdbHandoffOptions o;
+  o.cluster_url = "http://prom.example:9090";
+  o.prometheus_binary = "/opt/prometheus/bin/prometheus";
+  const auto r = tsdb_request_for(t, &ev, o);
+  EXPECT_EQ(r.hosts.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.job_start.value_or(0), 1763720000);
+  EXPECT_DOUBLE_EQ(r.job_end.value_or(0), 1763729300);
+  EXPECT_EQ(r.cluster_url, o.cluster_url);
+  EXPECT_EQ(r.prometheus_binary, o.prometheus_binary);
+}
+
+TEST(TsdbHandoff, AClusterPrometheusWithoutEvidenceIsScopedToTheLogsNodes) {
+  const Triage t = heartbeat_job();
+  TsdbHandoffOptions o;
+  o.cluster_url = "http://prom.example:9090";
+  EXPECT_EQ(tsdb_request_for(t, nullptr, o).hosts.size(), 3u);
+}
+
+TEST(TsdbHandoff, ALiveRayJobIsReadFromItsHeadNodesPrometheus) {
+  Triage t = heartbeat_job();
+  t.status = kStatusRunning;
+  t.ray.live = true;
+  t.ray.head_host = "node001";
+  t.ray.prometheus_port = 9190;
+  const auto r = tsdb_request_for(t, nullptr, {});
+  EXPECT_EQ(r.liveness, tsdb::JobLiveness::kLive);
+  EXPECT_EQ(r.head_host, "node001");
+  EXPECT_EQ(r.head_port, 9190);
+  t.ray.live = false;
+  EXPECT_EQ(tsdb_request_for(t, nullptr, {}).liveness, tsdb::JobLiveness::kUnknown);
+}
+
+TEST(TsdbHandoff, UnreadableMetricsAreANoteAndTheSectionClaimsNothing) {
+  Triage t = heartbeat_job();
+  tsdb::TsdbResult res;
+  res.job_dir = t.job_dir;
+  res.notes.push_back("no prometheus binary (prometheus) in $PATH");
+  attach_tsdb_result(t, res, "");
+  attach_tsdb_result(t, res, "");  // attaching again adds nothing twice
+  EXPECT_EQ(t.tsdb.at("available"), false);
+  EXPECT_TRUE(t.tsdb.at("timeline_svg").is_null());
+  ASSERT_EQ(t.notes.size(), 1u);
+  EXPECT_NE(t.notes[0].find("no prometheus binary"), std::string::npos);
+  EXPECT_NE(t.tsdb_markdown.find("### TSDB Diagnosis"), std::string::npos);
+  EXPECT_NE(t.tsdb_markdown.find("No metrics could be read"), std::string::npos);
+  EXPECT_EQ(t.tsdb_markdown.find("Anomalies detected"), std::string::npos);
+  EXPECT_NE(render_markdown(t).find("No metrics could be read"), std::string::npos);
+}
+
+TEST(TsdbHandoff, AHardwareFaultIsADrainFromTheClusterAndACheckFromTheJobsOwnTsdb) {
+  Triage t = heartbeat_job();
+  tsdb::TsdbResult res;
+  res.available = true;
+  tsdb::HardwareVerdict v;
+  v.host = "node002";
+  v.component = "gpu 3";
+  v.verdict = "hardware-fault";
+  v.action = "drain";
+  v.reason = "2 uncorrectable ECC errors";
+  res.hardware.push_back(v);
+  attach_tsdb_result(t, res, "triage-timeline.svg");
+  ASSERT_EQ(t.recommendations.size(), 1u);
+  EXPECT_EQ(t.recommendations[0].rfind("Check node002", 0), 0u) << t.recommendations[0];
+  EXPECT_EQ(t.tsdb.at("timeline_svg"), "triage-timeline.svg");
+
+  Triage c = heartbeat_job();
+  res.hardware[0].source_trusted = true;
+  attach_tsdb_result(c, res, "");
+  ASSERT_EQ(c.recommendations.size(), 1u);
+  EXPECT_EQ(c.recommendations[0].rfind("Drain node002", 0), 0u) << c.recommendations[0];
+}
+
+TEST(TsdbHandoff, TheTimelineIsNamedAfterTheReportAndLinkedSafely) {
+  EXPECT_EQ(timeline_name_for("triage.md"), "triage-timeline.svg");
+  EXPECT_EQ(timeline_name_for("triage-4242.md"), "triage-4242-timeline.svg");
+  Triage t = heartbeat_job();
+  tsdb::TsdbResult res;
+  res.available = true;
+  res.timeline.steps = {{1763720000, 1}, {1763720100, 2}};
+  attach_tsdb_result(t, res, "triage-run (2)-timeline.svg");
+  EXPECT_NE(t.tsdb_markdown.find("](triage-run%20%282%29-timeline.svg)"), std::string::npos)
+      << t.tsdb_markdown;
+}
+
+}  // namespace
+}  // namespace triage
