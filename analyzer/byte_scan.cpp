@@ -1,6 +1,7 @@
 #include "analyzer/byte_scan.h"
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -22,11 +23,19 @@ namespace {
 
 // 16 bytes as a GNU vector (GCC and Clang): compiles to SSE2/NEON compares without intrinsics.
 using Bytes16 = signed char __attribute__((vector_size(16)));
-
 inline Bytes16 load16(const char* p) {
   Bytes16 v;
   std::memcpy(&v, p, sizeof v);
   return v;
+}
+
+// The lane counters are unsigned: a compare's -1 seen as 255, subtracted, wraps to +1 (defined),
+// where signed lanes would overflow (undefined) past 127 newlines.
+using Counts16 = unsigned char __attribute__((vector_size(16)));
+
+inline Counts16 newline_mask(const char* p, const Bytes16& nl) {
+  const Bytes16 eq = load16(p) == nl;
+  return std::bit_cast<Counts16>(eq);
 }
 
 }  // namespace
@@ -39,15 +48,15 @@ size_t count_newlines(const char* p, size_t n) {
   const Bytes16 nl = {'\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n',
                       '\n', '\n', '\n', '\n', '\n', '\n', '\n', '\n'};
   while (i + 64 <= n) {
-    Bytes16 acc = {};
+    Counts16 acc = {};
     for (size_t rounds = 0; i + 64 <= n && rounds < 63; ++rounds, i += 64) {
-      acc -= (load16(p + i) == nl);
-      acc -= (load16(p + i + 16) == nl);
-      acc -= (load16(p + i + 32) == nl);
-      acc -= (load16(p + i + 48) == nl);
+      acc -= newline_mask(p + i, nl);
+      acc -= newline_mask(p + i + 16, nl);
+      acc -= newline_mask(p + i + 32, nl);
+      acc -= newline_mask(p + i + 48, nl);
     }
     for (size_t k = 0; k < 16; ++k)
-      count += static_cast<unsigned char>(acc[k]);
+      count += acc[k];
   }
   for (; i < n; ++i)
     count += p[i] == '\n' ? 1u : 0u;
