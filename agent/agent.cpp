@@ -426,6 +426,8 @@ void Agent::apply_ingest(std::vector<KernelEvent> events, const std::string& pos
   }
   // Not durable (disk full?): keep it, do not advance the position, try again shortly.
   if (batch.size() > kMaxPendingEvents) {
+    // The oldest go first; what is given up on is counted, so a full disk never loses silently.
+    stats_.spool_dropped_events += batch.size() - kMaxPendingEvents;
     batch.erase(batch.begin(),
                 batch.begin() + static_cast<std::ptrdiff_t>(batch.size() - kMaxPendingEvents));
   }

@@ -183,6 +183,7 @@ class Agent {
     uint64_t oom_kills = 0;
     uint64_t gpu_errors = 0;
     uint64_t duplicates_dropped = 0;
+    uint64_t spool_dropped_events = 0;          // pending events given up on (spool full too long)
     std::map<std::string, uint64_t> lifecycle;  // op -> accepted
     std::map<std::string, uint64_t> rejected;   // reason -> count
     std::map<std::string, uint64_t> analyses;   // result -> count

@@ -251,6 +251,9 @@ std::string Agent::render_metrics() {
   m.family("triage_spool_pending_events", "gauge",
            "Events held in memory because the spool could not take them.");
   m.sample("triage_spool_pending_events", host, static_cast<uint64_t>(pending_events_.size()));
+  m.family("triage_spool_dropped_events_total", "counter",
+           "Events given up on because the spool could not take them for too long.");
+  m.sample("triage_spool_dropped_events_total", host, stats_.spool_dropped_events);
   m.family("triage_spool_bytes", "gauge", "Spool size.");
   m.sample("triage_spool_bytes", with({{"area", "events"}}),
            static_cast<uint64_t>(stats_.spool_usage.event_bytes));

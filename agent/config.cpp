@@ -30,8 +30,6 @@ ConfigKeySpec choice(std::string name, std::string def, std::vector<std::string>
   return s;
 }
 
-constexpr int64_t kDay = 86400;
-
 std::string short_hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";

@@ -67,6 +67,15 @@ JobReport analyze_job(const JobTarget& target, const ScanPlan& plan, const Evide
       std::string why =
           err == EACCES ? "permission denied: the job's owner cannot read it" : e.code().message();
       if (err == ENOENT) why = "it does not exist (a dangling log symlink?)";
+      if (err == EINVAL) {
+        // open_regular_file says what the path turned out to be: "<path> is a FIFO, not a
+        // regular file: Invalid argument" becomes "it is a FIFO, not a regular file".
+        const std::string w = e.what();
+        const size_t is = w.rfind(" is ");
+        const size_t end = w.rfind(": ");
+        if (is != std::string::npos && end != std::string::npos && end > is)
+          why = "it" + w.substr(is, end - is);
+      }
       in.notes.push_back("Could not read the log " + target.log_path + ": " + why +
                          ". Its content is not in this report.");
       rep.input_error = true;

@@ -49,7 +49,12 @@ std::optional<KmsgRecord> parse_kmsg_record(std::string_view raw, std::string* e
   const auto usec = parse_int(fields[2]);
   if (!pri || *pri > 1023) return fail("bad priority '" + std::string(fields[0]) + "'");
   if (!seq) return fail("bad sequence number '" + std::string(fields[1]) + "'");
-  if (!usec || *usec < 0) return fail("bad timestamp '" + std::string(fields[2]) + "'");
+  // The kernel counts nanoseconds since boot in 64 bits, so no real timestamp exceeds
+  // 2^64 ns in microseconds; anything larger would overflow the time arithmetic downstream.
+  constexpr int64_t kMaxUptimeUsec = static_cast<int64_t>(UINT64_MAX / 1000);
+  if (!usec || *usec < 0 || *usec > kMaxUptimeUsec) {
+    return fail("bad timestamp '" + std::string(fields[2]) + "'");
+  }
   KmsgRecord r;
   r.priority = static_cast<int>(*pri & 7);
   r.facility = static_cast<int>(*pri >> 3);

@@ -109,6 +109,21 @@ TEST_F(KmsgSourceTest, SavedRecordsInAFile) {
     EXPECT_EQ(r.lost_before, 0);
 }
 
+// Found by fuzz_kernel_text: a saved record claiming 292,000 years of uptime overflowed the
+// conversion to wall-clock time and the classifier's windows. It is malformed; the next is read.
+TEST_F(KmsgSourceTest, ATimestampNoKernelCanPrintIsMalformedAndReadingGoesOn) {
+  std::string error;
+  EXPECT_FALSE(parse_kmsg_record("6,1,9223372036854775807,-;hello", &error));
+  EXPECT_NE(error.find("bad timestamp"), std::string::npos) << error;
+  EXPECT_TRUE(parse_kmsg_record("6,1,18446744073709551,-;the largest a kernel can print", &error));
+  write_file(dir.file("kmsg"), "6,1,9223372036854775807,-;hello\n6,2,5000000,-;world\n");
+  auto src = open_kmsg_source(options(dir.file("kmsg")));
+  const auto recs = read_all(*src);
+  ASSERT_EQ(recs.size(), 1U);
+  EXPECT_EQ(recs[0].text, "world");
+  EXPECT_GT(recs[0].realtime_usec, 5000000);
+}
+
 TEST_F(KmsgSourceTest, ResumeSkipsWhatWasReadAndCountsWhatTheRingDropped) {
   write_file(dir.file("kmsg"), kSaved);
   KmsgOptions o = options(dir.file("kmsg"));
