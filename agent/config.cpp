@@ -6,6 +6,7 @@
 
 #include "common/build_config.h"
 #include "common/text.h"
+#include "common/tsdb_config_keys.h"
 
 namespace triage::agent {
 
@@ -123,7 +124,7 @@ ConfigLoad finish(KvConfig& kv, std::vector<InputError> errors,
 std::vector<ConfigKeySpec> agent_config_specs() {
   using T = ConfigType;
   const std::string analyzer = std::string(kInstalledBinDir) + "/slurm-triage";
-  return {
+  std::vector<ConfigKeySpec> specs = {
       key("NodeName", T::kString, "",
           "This node's name as Slurm knows it (SLURMD_NODENAME). Empty: the short host name."),
       key("SlurmUser", T::kString, "slurm",
@@ -225,6 +226,10 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       key("DStateGpuWchan", T::kString, "amdgpu,cper,aca_,kfd",
           "Comma-separated wchan fragments that mark a GPU driver path."),
   };
+  // The analyzer's full mode reads these from the same file (common/tsdb_config_keys.h).
+  for (ConfigKeySpec& k : tsdb_config_keys())
+    specs.push_back(std::move(k));
+  return specs;
 }
 
 ConfigLoad load_agent_config(const std::string& path, const std::vector<std::string>& overrides) {

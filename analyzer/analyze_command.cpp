@@ -19,6 +19,7 @@
 #include "analyzer/report_writer.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "analyzer/tsdb_handoff.h"
+#include "common/build_config.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
 #include "common/rules_file.h"
@@ -61,6 +62,9 @@ options:
                         and window: needs --evidence)
   --prometheus PATH     full mode: the prometheus binary that serves the job's own TSDB
                         (default: prometheus in $PATH)
+  --config FILE         full mode: read PrometheusURL, PrometheusHostLabel, PrometheusBinary,
+                        TsdbScratchDir, TsdbQueryTimeout from FILE (default: the site's
+                        triage.conf when it exists); the command line wins
   --slurm-state STATE   the job's Slurm state (RUNNING, COMPLETED, TIMEOUT, ...) for offline use;
                         'none' means do not ask Slurm. Default: the evidence's, else squeue's.
   --now EPOCH           analyse as if the time were EPOCH (seconds): for expected-step and hangs
@@ -92,6 +96,9 @@ struct Options {
   std::vector<std::string> paths;
   AnalysisOptions analysis;
   TsdbHandoffOptions tsdb;
+  std::string config_path;  // --config; empty: the site's triage.conf when there is one
+  bool cli_url = false;
+  bool cli_binary = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -131,11 +138,15 @@ Options parse_options(int argc, char** argv) {
         usage_error("--mode must be basic or full");
     } else if (a == "--prometheus-url") {
       o.tsdb.cluster_url = value("--prometheus-url");
+      o.cli_url = true;
       if (o.tsdb.cluster_url.rfind("http://", 0) != 0 &&
           o.tsdb.cluster_url.rfind("https://", 0) != 0)
         usage_error("--prometheus-url expects an http:// or https:// URL");
     } else if (a == "--prometheus") {
       o.tsdb.prometheus_binary = value("--prometheus");
+      o.cli_binary = true;
+    } else if (a == "--config") {
+      o.config_path = value("--config");
     } else if (a == "--slurm-state") {
       o.analysis.slurm_state_option = value("--slurm-state");
       const auto& s = o.analysis.slurm_state_option;
@@ -170,6 +181,19 @@ Options parse_options(int argc, char** argv) {
   if (!o.report_path.empty() && !o.write) usage_error("--report-path needs --write");
   if (o.quiet && !o.write) usage_error("--quiet only makes sense with --write");
   if (!o.rules_dirs.empty()) o.tsdb.rule_layers = default_rule_layers(o.rules_dirs);
+  if (o.analysis.mode == "full") {
+    // The site's settings for the metrics (a cluster Prometheus, the prometheus binary): an
+    // explicit --config must exist; the default file is optional.
+    std::string path = o.config_path;
+    if (path.empty()) {
+      const std::string site = std::string(kSysconfDir) + "/triage.conf";
+      if (::access(site.c_str(), R_OK) == 0) path = site;
+    }
+    if (!path.empty()) {
+      for (const InputError& e : apply_site_tsdb_config(path, o.cli_url, o.cli_binary, o.tsdb))
+        (void)std::fprintf(stderr, "slurm-triage analyze: %s (TSDB settings ignored)\n", e.what());
+    }
+  }
   return o;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "analyzer/triage_report.h"
+#include "common/kv_config.h"
+#include "common/tsdb_config_keys.h"
 
 namespace triage {
 
@@ -118,7 +120,27 @@ tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
   if (!options.prometheus_binary.empty()) r.prometheus_binary = options.prometheus_binary;
   r.rule_layers = options.rule_layers;
   r.query_timeout_s = options.query_timeout_s;
+  if (!options.scratch_dir.empty()) r.scratch_dir = options.scratch_dir;
   return r;
+}
+
+std::vector<InputError> apply_site_tsdb_config(const std::string& path, bool cli_url,
+                                               bool cli_binary, TsdbHandoffOptions& options) {
+  KvConfig conf(tsdb_config_keys());
+  auto errors = conf.parse_file(path, KvConfig::UnknownKeys::kIgnore);
+  if (!errors.empty()) return errors;
+  const std::string url = conf.get("PrometheusURL");
+  if (!url.empty() && url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+    return {InputError(conf.origin("PrometheusURL"), 0,
+                       "PrometheusURL expects an http:// or https:// URL")};
+  }
+  if (!cli_url) options.cluster_url = url;
+  if (!cli_binary && conf.origin("PrometheusBinary") != "default")
+    options.prometheus_binary = conf.get("PrometheusBinary");
+  options.host_label = conf.get("PrometheusHostLabel");
+  options.scratch_dir = conf.get("TsdbScratchDir");
+  options.query_timeout_s = static_cast<double>(conf.get_seconds("TsdbQueryTimeout"));
+  return {};
 }
 
 void attach_tsdb_result(Triage& t, const tsdb::TsdbResult& result, const std::string& svg_name) {

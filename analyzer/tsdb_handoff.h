@@ -10,6 +10,7 @@
 
 #include "analyzer/triage_report.h"
 #include "analyzer/tsdb/tsdb.h"
+#include "common/error.h"
 #include "common/model.h"
 
 namespace triage {
@@ -20,7 +21,16 @@ struct TsdbHandoffOptions {
   std::string prometheus_binary;         // --prometheus; empty: prometheus in $PATH
   std::vector<std::string> rule_layers;  // threshold layers; empty: the default layers
   double query_timeout_s = 60;
+  std::string scratch_dir;  // where the private TSDB copy goes; empty: $TMPDIR or /tmp
 };
+
+// Takes the TSDB keys of the site's triage.conf (PrometheusURL, PrometheusHostLabel,
+// PrometheusBinary, TsdbScratchDir, TsdbQueryTimeout) into `options`, where the command line has
+// not set them already (`cli_url`/`cli_binary` say which it set). The agent owns the file and
+// rejects what it does not know; here only these keys are read, and other keys are left alone.
+// Returns the problems found in these keys ("file:line: ..."); then nothing from the file is used.
+std::vector<InputError> apply_site_tsdb_config(const std::string& path, bool cli_url,
+                                               bool cli_binary, TsdbHandoffOptions& options);
 
 tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
                                    const TsdbHandoffOptions& options);

@@ -106,7 +106,8 @@ std::optional<std::string> KvConfig::validate(const ConfigKeySpec& spec,
   return std::nullopt;
 }
 
-std::vector<InputError> KvConfig::parse(std::string_view text, const std::string& file) {
+std::vector<InputError> KvConfig::parse(std::string_view text, const std::string& file,
+                                        UnknownKeys unknown) {
   std::vector<InputError> errors;
   std::map<std::string, std::string> staged;
   std::map<std::string, std::string> staged_origin;
@@ -135,7 +136,8 @@ std::vector<InputError> KvConfig::parse(std::string_view text, const std::string
     }
     const ConfigKeySpec* spec = find(key);
     if (spec == nullptr) {
-      errors.emplace_back(file, lineno, "unknown key '" + printable(key) + "'");
+      if (unknown == UnknownKeys::kError)
+        errors.emplace_back(file, lineno, "unknown key '" + printable(key) + "'");
       continue;
     }
     if (!seen.insert(spec->name).second) {
@@ -158,7 +160,7 @@ std::vector<InputError> KvConfig::parse(std::string_view text, const std::string
   return errors;
 }
 
-std::vector<InputError> KvConfig::parse_file(const std::string& path) {
+std::vector<InputError> KvConfig::parse_file(const std::string& path, UnknownKeys unknown) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {InputError(path, 0, "cannot open configuration file")};
   std::string text;
@@ -167,7 +169,7 @@ std::vector<InputError> KvConfig::parse_file(const std::string& path) {
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > (1u << 20))
     return {InputError(path, 0, "configuration file is larger than 1 MiB")};
-  return parse(text, path);
+  return parse(text, path, unknown);
 }
 
 std::optional<InputError> KvConfig::set(std::string_view assignment, const std::string& origin) {

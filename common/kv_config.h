@@ -30,9 +30,16 @@ class KvConfig {
  public:
   explicit KvConfig(std::vector<ConfigKeySpec> specs);
 
+  // What an undeclared key is. A program that owns the file (the agent owns triage.conf) rejects
+  // it; a program that reads a few keys of a file another program validates (the analyzer reading
+  // the TSDB keys) leaves it to the owner, while still checking the keys it declared.
+  enum class UnknownKeys { kError, kIgnore };
+
   // Parses `text`; on any error nothing is applied. Returns every error found (not just the first).
-  std::vector<InputError> parse(std::string_view text, const std::string& file);
-  std::vector<InputError> parse_file(const std::string& path);
+  std::vector<InputError> parse(std::string_view text, const std::string& file,
+                                UnknownKeys unknown = UnknownKeys::kError);
+  std::vector<InputError> parse_file(const std::string& path,
+                                     UnknownKeys unknown = UnknownKeys::kError);
   // One "Key=Value" (command-line overrides such as --set Key=Value).
   std::optional<InputError> set(std::string_view assignment, const std::string& origin);
 

@@ -26,6 +26,7 @@
 #include "analyzer/tsdb/prom_client.h"
 #include "common/kv_config.h"
 #include "common/model.h"
+#include "common/tsdb_config_keys.h"
 
 namespace triage::tsdb {
 
@@ -270,10 +271,8 @@ std::vector<int> playbooks_for(const std::string& triage_class, bool full);
 std::string render_svg_timeline(const TsdbResult& result);
 bool write_svg_timeline(const TsdbResult& result, int dirfd, const std::string& name);
 
-// triage.conf keys this library reads, for the analyzer's KvConfig: PrometheusURL,
-// PrometheusHostLabel, PrometheusBinary, TsdbScratchDir, TsdbQueryTimeout.
-std::vector<ConfigKeySpec> tsdb_config_keys();
-// Fills the request's environment fields from a parsed config.
+// Fills the request's environment fields from a parsed config with tsdb_config_keys()
+// (common/tsdb_config_keys.h).
 void apply_tsdb_config(const KvConfig& config, TsdbRequest& request);
 
 }  // namespace triage::tsdb

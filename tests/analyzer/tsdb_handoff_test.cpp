@@ -3,6 +3,7 @@
 
 #include "analyzer/report_render.h"
 #include "analyzer/tsdb_handoff.h"
+#include "tests/analyzer/test_support.h"
 
 namespace triage {
 namespace {
@@ -168,6 +169,41 @@ TEST(TsdbHandoff, TheTimelineIsNamedAfterTheReportAndLinkedSafely) {
   attach_tsdb_result(t, res, "triage-run (2)-timeline.svg");
   EXPECT_NE(t.tsdb_markdown.find("](triage-run%20%282%29-timeline.svg)"), std::string::npos)
       << t.tsdb_markdown;
+}
+
+// The site's triage.conf is the agent's file: full mode takes only the metrics keys from it.
+TEST(TsdbHandoff, TheSitesClusterPrometheusComesFromTriageConfAndTheCommandLineWins) {
+  const test::ScratchDir dir("site-conf");
+  const std::string conf = (dir / "triage.conf").string();
+  test::write_file(conf,
+                   "# the agent's keys are none of the analyzer's business\n"
+                   "DrainPolicy=recommend\nSampleIntervalOfTheFuture=5s\n"
+                   "PrometheusURL=http://prom.cluster:9090\nPrometheusHostLabel=instance\n"
+                   "TsdbQueryTimeout=2m\n");
+  TsdbHandoffOptions o;
+  EXPECT_TRUE(apply_site_tsdb_config(conf, false, false, o).empty());
+  EXPECT_EQ(o.cluster_url, "http://prom.cluster:9090");
+  EXPECT_EQ(o.host_label, "instance");
+  EXPECT_EQ(o.query_timeout_s, 120);
+  EXPECT_TRUE(o.prometheus_binary.empty()) << "the default binary is the tool's own default";
+
+  TsdbHandoffOptions cli;
+  cli.cluster_url = "http://other:9090";
+  EXPECT_TRUE(apply_site_tsdb_config(conf, true, false, cli).empty());
+  EXPECT_EQ(cli.cluster_url, "http://other:9090");
+}
+
+TEST(TsdbHandoff, ABadMetricsSettingIsNamedByFileAndLineAndNothingOfTheFileIsUsed) {
+  const test::ScratchDir dir("site-conf");
+  const std::string conf = (dir / "triage.conf").string();
+  test::write_file(conf, "PrometheusHostLabel=instance\nPrometheusURL=prom:9090\n");
+  TsdbHandoffOptions o;
+  const auto errors = apply_site_tsdb_config(conf, false, false, o);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(std::string(errors[0].what()).find("triage.conf:2"), std::string::npos)
+      << errors[0].what();
+  EXPECT_TRUE(o.cluster_url.empty());
+  EXPECT_EQ(o.host_label, "host");
 }
 
 }  // namespace
