@@ -140,6 +140,7 @@ nlohmann::json Agent::health_report() {
     h["spool"] = {{"write_failures", spool_.write_failures()}, {"last_error", spool_.last_error()}};
     h["kernel"] = kernel_status();
     h["kernel"]["position"] = kernel_position_;  // durable: where a restart resumes
+    h["node_events"] = events_.size();
     h["version"] = kVersion;
   });
   return h;

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,8 +107,8 @@ void KernelIngest::fail(const std::string& error) {
 bool KernelIngest::wait(int fd, int64_t ms) {
   pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {fd, POLLIN, 0}};
   const int timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 3'600'000));
-  const int r = ::poll(p, fd >= 0 ? 2 : 1, timeout);
-  (void)r;  // EINTR or a timeout: the caller looks again either way
+  // EINTR, a timeout or readiness: the caller looks again either way.
+  (void)::poll(p, fd >= 0 ? 2 : 1, timeout);
   return !stopping_;
 }
 
@@ -119,7 +120,9 @@ void KernelIngest::run() {
       backoff = opts_.retry_min_ms;
       // A file read to its end: look for appended records a little later.
       set_state("waiting");
-      if (!wait(-1, opts_.reopen_ms)) break;
+      do {
+        if (!wait(-1, opts_.reopen_ms)) break;
+      } while (!file_changed());
     } catch (const std::exception& e) {
       fail(e.what());
       if (!wait(-1, backoff)) break;
@@ -127,6 +130,14 @@ void KernelIngest::run() {
     }
   }
   set_state("stopped");
+}
+
+bool KernelIngest::file_changed() const {
+  struct stat st {};
+  if (::stat(file_state_.path.c_str(), &st) != 0) return true;  // let the reopen say what is wrong
+  return static_cast<uint64_t>(st.st_dev) != file_state_.dev ||
+         static_cast<uint64_t>(st.st_ino) != file_state_.ino ||
+         static_cast<int64_t>(st.st_size) != file_state_.size;
 }
 
 KernelIngest::Opened KernelIngest::open_source(const std::string& resume) {
@@ -147,6 +158,15 @@ KernelIngest::Opened KernelIngest::open_source(const std::string& resume) {
           path);
     }
     status_.fallback = fallback;
+  }
+
+  // Before opening, so that anything appended while this session reads makes the next look
+  // differ (reading it twice is harmless; missing it is not).
+  file_state_ = FileState{path, 0, 0, -1};
+  if (struct stat st {}; !path.empty() && ::stat(path.c_str(), &st) == 0) {
+    file_state_.dev = static_cast<uint64_t>(st.st_dev);
+    file_state_.ino = static_cast<uint64_t>(st.st_ino);
+    file_state_.size = static_cast<int64_t>(st.st_size);
   }
 
   std::string from = resume;
@@ -222,12 +242,12 @@ bool KernelIngest::read_source() {
     status_.last_error.clear();
     status_.state = "reading";
   }
-  if (!logged_error_.empty()) {
-    spdlog::info("kernel log: reading {} again", o.source->describe());
+  // Once per source, and again after a failure; not every time a followed file grows.
+  if (!logged_error_.empty() || announced_ != o.source->describe()) {
+    spdlog::info("kernel log: reading {}{}{}", o.source->describe(),
+                 resume.empty() ? "" : " after " + resume, logged_error_.empty() ? "" : " again");
+    announced_ = o.source->describe();
     logged_error_.clear();
-  } else {
-    spdlog::info("kernel log: reading {}{}", o.source->describe(),
-                 resume.empty() ? "" : " after " + resume);
   }
 
   std::vector<collector::KernelRecord> batch;

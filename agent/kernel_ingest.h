@@ -101,7 +101,16 @@ class KernelIngest {
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   std::string delivered_position_;
+  // The file an exhausted session read (kmsg record file, text file) as it was when the session
+  // opened it: it is read again only once its size or identity changed.
+  struct FileState {
+    std::string path;
+    uint64_t dev = 0, ino = 0;
+    int64_t size = -1;
+  } file_state_;
+  bool file_changed() const;
   std::string logged_error_;
+  std::string announced_;  // the source the log last said it reads
 
   mutable std::mutex mu_;
   KernelIngestStatus status_;
