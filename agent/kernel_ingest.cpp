@@ -163,7 +163,7 @@ KernelIngest::Opened KernelIngest::open_source(const std::string& resume) {
   // Before opening, so that anything appended while this session reads makes the next look
   // differ (reading it twice is harmless; missing it is not).
   file_state_ = FileState{path, 0, 0, -1};
-  if (struct stat st {}; !path.empty() && ::stat(path.c_str(), &st) == 0) {
+  if (struct stat st{}; !path.empty() && ::stat(path.c_str(), &st) == 0) {
     file_state_.dev = static_cast<uint64_t>(st.st_dev);
     file_state_.ino = static_cast<uint64_t>(st.st_ino);
     file_state_.size = static_cast<int64_t>(st.st_size);
