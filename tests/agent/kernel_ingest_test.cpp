@@ -69,6 +69,16 @@ nlohmann::json spool_events(const std::string& dir) {
   return out;
 }
 
+// Waits until the agent's kernel reader is in `state`; the last health answer either way.
+nlohmann::json await_kernel_state(AgentHarness& h, const std::string& state) {
+  nlohmann::json health;
+  eventually([&] {
+    health = socket_json(h.socket(), {{"op", "health"}});
+    return health["kernel"]["state"] == state;
+  });
+  return health;
+}
+
 const nlohmann::json* find_kind(const nlohmann::json& events, const std::string& kind) {
   for (const auto& e : events) {
     if (e["kind"] == kind) return &e;
@@ -87,11 +97,8 @@ TEST(KernelIngest, RecordedDmesgFileBecomesJobEvidenceAndADrainRecommendation) {
   h.start();
 
   // The file is missing: the agent keeps serving and says why it reads nothing.
-  nlohmann::json health;
-  ASSERT_TRUE(eventually([&] {
-    health = socket_json(h.socket(), {{"op", "health"}});
-    return health["kernel"]["state"] == "retrying";
-  })) << health.dump();
+  nlohmann::json health = await_kernel_state(h, "retrying");
+  ASSERT_EQ(health["kernel"]["state"], "retrying") << health.dump();
   EXPECT_NE(health["kernel"]["last_error"].get<std::string>().find(dmesg), std::string::npos);
   EXPECT_GE(
       metric_value(h.agent().metrics(), R"(triage_kernel_source_errors_total{host="node001"})")
@@ -134,10 +141,7 @@ TEST(KernelIngest, RecordedDmesgFileBecomesJobEvidenceAndADrainRecommendation) {
   EXPECT_NE(health["verdict"]["reasons"][0]["reason"].get<std::string>().find("uncorrectable"),
             std::string::npos)
       << health.dump();
-  EXPECT_TRUE(eventually([&] {
-    return socket_json(h.socket(), {{"op", "health"}})["kernel"]["state"] == "waiting";
-  }));
-  health = socket_json(h.socket(), {{"op", "health"}});
+  health = await_kernel_state(h, "waiting");
   EXPECT_EQ(health["kernel"]["records"], kFlood + 6) << health.dump();
   EXPECT_FALSE(health["kernel"].contains("last_error")) << "the error is over once the file opened";
 
@@ -345,11 +349,8 @@ TEST(KernelIngest, BrokenSiteRulesAreReportedNotFatal) {
   h.config.kernel_path = h.dir() + "/dmesg.txt";
   h.config.rules_dir = rules;
   h.start();
-  nlohmann::json health;
-  ASSERT_TRUE(eventually([&] {
-    health = socket_json(h.socket(), {{"op", "health"}});
-    return health["kernel"]["state"] == "retrying";
-  })) << health.dump();
+  nlohmann::json health = await_kernel_state(h, "retrying");
+  ASSERT_EQ(health["kernel"]["state"], "retrying") << health.dump();
   EXPECT_NE(health["kernel"]["last_error"].get<std::string>().find("site.rules:3"),
             std::string::npos)
       << health.dump();
