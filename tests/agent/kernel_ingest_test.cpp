@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -41,10 +42,17 @@ std::string iso_line(int64_t usec, const std::string& message) {
   tm t{};
   gmtime_r(&sec, &t);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d,%06lld+00:00 ", t.tm_year + 1900,
-                t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
-                static_cast<long long>(usec % 1000000));
+  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d,%06lld+00:00 ",
+                      t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
+                      static_cast<long long>(usec % 1000000));
   return buf + message + "\n";
+}
+
+// Appends as a syslog daemon or the kernel would: to the end of a file someone is reading.
+void append_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
 }
 
 void start_job(const std::string& socket, uint64_t job) {
@@ -127,7 +135,7 @@ TEST(KernelIngest, RecordedDmesgFileBecomesJobEvidenceAndADrainRecommendation) {
                "errors detected in umc block");
   constexpr int kFlood = 300;
   for (int i = 0; i < kFlood; ++i) {
-    text += iso_line(t0 + 4000 + i * 100,
+    text += iso_line(t0 + 4000 + int64_t{i} * 100,
                      "NVRM: Xid (PCI:0000:5e:00): 13, pid=2222, name=python3, Graphics SM Warp "
                      "Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address");
   }
@@ -184,10 +192,7 @@ TEST(KernelIngest, RecordedDmesgFileBecomesJobEvidenceAndADrainRecommendation) {
   const std::string more =
       iso_line(now_usec(), "amdgpu 0000:1b:00.0: amdgpu: GPU reset begin!") +
       iso_line(now_usec() + 10, "amdgpu 0000:1b:00.0: amdgpu: GPU reset(2) succeeded!");
-  FILE* f = std::fopen(dmesg.c_str(), "a");
-  ASSERT_NE(f, nullptr);
-  std::fputs(more.c_str(), f);
-  std::fclose(f);
+  append_file(dmesg, more);
   ASSERT_TRUE(eventually([&] {
     return socket_json(h.socket(), {{"op", "health"}})["kernel"]["records"] == kFlood + 8;
   }));
@@ -255,11 +260,7 @@ TEST(KernelIngest, KmsgRecordsWithAnOverrunGap) {
   EXPECT_EQ(metric_value(metrics, R"(triage_events_total{host="node001",kind="records-lost"})"),
             1.0);
 
-  FILE* f = std::fopen(kmsg.c_str(), "a");
-  ASSERT_NE(f, nullptr);
-  std::fputs(("4,107," + at(3000) + ",-;amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!\n").c_str(),
-             f);
-  std::fclose(f);
+  append_file(kmsg, ("4,107," + at(3000) + ",-;amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!\n"));
   ASSERT_TRUE(eventually(
       [&] { return h.agent().kernel_position() == "kmsg:" + std::string(kBootId) + ":107"; }));
   spooled = spool_events(h.dir());
