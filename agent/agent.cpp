@@ -22,7 +22,9 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent/attribution.h"
+#include "collector/boot_id.h"
 #include "collector/health/node_health.h"
+#include "common/rules_file.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -33,6 +35,20 @@ namespace {
 constexpr size_t kMaxJobsInMemory = 4096;
 constexpr size_t kMaxPendingEvents = 50000;
 constexpr int64_t kPileupRefreshUsec = 600LL * 1000000;
+
+// The boot id file the agent (and the kmsg reader, whose positions carry the boot) reads: the
+// fixture tree's when it has one, else the real one.
+std::string boot_id_path(const std::string& proc_root) {
+  const std::string p = proc_root + "/sys/kernel/random/boot_id";
+  return ::access(p.c_str(), R_OK) == 0 ? p : "/proc/sys/kernel/random/boot_id";
+}
+
+// In the journal's spelling (32 hex digits, no dashes), the one kernel events carry, so that the
+// health check can tell this boot's events from history.
+std::string spelled_like_events(const std::string& id) {
+  const std::string n = collector::normalize_boot_id(id);
+  return n.empty() ? id : n;
+}
 
 std::string read_boot_id(const std::string& proc_root) {
   for (const std::string& p :
@@ -155,6 +171,8 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
 Agent::~Agent() {
   stop();
   if (loop_thread_.joinable()) loop_thread_.join();
+  // After the loop: a hand-over still waiting on it has been answered (or refused) by now.
+  kernel_ingest_.reset();
   if (dstate_thread_) dstate_thread_->stop();
   if (sysfs_thread_) sysfs_thread_->stop();
   if (workers_) workers_->stop();
@@ -165,7 +183,8 @@ void Agent::start() {
   // A client that goes away mid-answer must not kill the agent.
   ::signal(SIGPIPE, SIG_IGN);
   stats_.started_usec = now_usec();
-  boot_id_ = opts_.boot_id.empty() ? read_boot_id(cfg_.proc_root) : opts_.boot_id;
+  boot_id_ =
+      opts_.boot_id.empty() ? spelled_like_events(read_boot_id(cfg_.proc_root)) : opts_.boot_id;
   slurm_uid_ = lookup_user(cfg_.slurm_user);
   if (!slurm_uid_)
     spdlog::warn("SlurmUser '{}' does not exist; only root may post lifecycle messages",
@@ -285,10 +304,43 @@ void Agent::start() {
                   [] { sd_notify(0, "WATCHDOG=1"); });
   }
   started_ = true;
+  start_kernel_ingest();
   notify("READY=1\nSTATUS=serving; " + std::to_string(events_.size()) + " node events, " +
          std::to_string(jobs_.jobs().size()) + " jobs");
   spdlog::info("agent {} ready: socket {}, http {}:{}, drain policy {}", cfg_.node_name,
                cfg_.socket_path, cfg_.http_address, http_port_, cfg_.drain_policy);
+}
+
+void Agent::start_kernel_ingest() {
+  if (!opts_.kernel_ingest || cfg_.kernel_source == "none") {
+    spdlog::info("kernel log: not read (KernelSource=none)");
+    return;
+  }
+  KernelIngestOptions o;
+  o.source = cfg_.kernel_source;
+  o.path = cfg_.kernel_path;
+  o.rule_layers =
+      default_rule_layers(cfg_.rules_dir.empty() ? std::vector<std::string>{}
+                                                 : std::vector<std::string>{cfg_.rules_dir});
+  o.host = cfg_.node_name;
+  o.boot_id_path = boot_id_path(cfg_.proc_root);
+  // Without systemd as PID 1 there is no journald writing a journal for this boot.
+  o.journal_available = sd_booted() > 0;
+  kernel_ingest_ = std::make_unique<KernelIngest>(
+      std::move(o),
+      [this](std::vector<KernelEvent> events, std::string position) {
+        return ingest(std::move(events), std::move(position));
+      },
+      [this] { return kernel_position(); });
+  kernel_ingest_->start();
+}
+
+KernelIngestStatus Agent::kernel_status() const {
+  if (kernel_ingest_) return kernel_ingest_->status();
+  KernelIngestStatus s;
+  s.source = "none";
+  s.state = "off";
+  return s;
 }
 
 void Agent::run() {
@@ -304,6 +356,7 @@ void Agent::run_in_background() {
 void Agent::stop() {
   if (!started_.exchange(false)) return;
   notify("STOPPING=1");
+  if (kernel_ingest_) kernel_ingest_->stop();
   loop_.post([this] {
     if (socket_) socket_->stop();
     if (http_) http_->stop();

@@ -31,6 +31,7 @@
 #include "agent/event_store.h"
 #include "agent/http_message.h"
 #include "agent/job_table.h"
+#include "agent/kernel_ingest.h"
 #include "agent/periodic_thread.h"
 #include "agent/slurm_client.h"
 #include "agent/spool.h"
@@ -48,6 +49,9 @@ struct AgentOptions {
   std::function<std::string(const std::string& node)> peer_url;
   std::string boot_id;  // default: <ProcRoot>/sys/kernel/random/boot_id
   bool collectors = true;
+  // Whether start() runs the configured KernelSource (agent/kernel_ingest.h). Tests that feed
+  // ingest() themselves turn it off.
+  bool kernel_ingest = true;
   bool notify_systemd = false;
 };
 
@@ -86,6 +90,8 @@ class Agent {
   NodeVerdict verdict();
   std::string metrics();
   nlohmann::json health_report();
+  // The kernel reader's state; source "none" when KernelSource=none or ingest is off.
+  KernelIngestStatus kernel_status() const;
 
  private:
   // agent.cpp: state, ingest, collectors, health, maintenance
@@ -102,6 +108,7 @@ class Agent {
   NodeEvidence node_evidence(const JobRecord& job, int64_t start_usec, int64_t end_usec);
   void notify(const std::string& state);
   void count_event(const KernelEvent& e, const KernelEvent* previous);
+  void start_kernel_ingest();
 
   // agent_socket.cpp: the local socket and the inbox
   void on_socket_input(StreamServer::Conn& conn);
@@ -158,6 +165,7 @@ class Agent {
   std::unique_ptr<collector::HwCounterWatch> hw_watch_;
   std::unique_ptr<PeriodicThread> dstate_thread_;
   std::unique_ptr<PeriodicThread> sysfs_thread_;
+  std::unique_ptr<KernelIngest> kernel_ingest_;
   std::mutex pids_mu_;
   std::map<int64_t, uint64_t> pids_snapshot_;
 

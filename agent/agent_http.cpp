@@ -138,6 +138,9 @@ nlohmann::json Agent::health_report() {
     h["recent_analyses"] = nlohmann::json(
         std::vector<nlohmann::json>(recent_summaries_.begin(), recent_summaries_.end()));
     h["spool"] = {{"write_failures", spool_.write_failures()}, {"last_error", spool_.last_error()}};
+    h["kernel"] = kernel_status();
+    h["kernel"]["position"] = kernel_position_;  // durable: where a restart resumes
+    h["node_events"] = events_.size();
     h["version"] = kVersion;
   });
   return h;
@@ -208,6 +211,24 @@ std::string Agent::render_metrics() {
              "sysfs counter files that could not be read or parsed.");
     m.sample("triage_sysfs_read_errors", host, static_cast<uint64_t>(sysfs_->errors.size()));
   }
+
+  const KernelIngestStatus k = kernel_status();
+  m.family("triage_kernel_source_up", "gauge",
+           "1 while the kernel log source is open and read (0: failing, retrying, or off).");
+  m.sample("triage_kernel_source_up", with({{"source", k.source}}),
+           static_cast<uint64_t>(k.state == "reading" || k.state == "waiting" ? 1 : 0));
+  m.family("triage_kernel_source_errors_total", "counter",
+           "Failures to open or read the kernel log source (each one is retried).");
+  m.sample("triage_kernel_source_errors_total", host, k.source_errors);
+  m.family("triage_kernel_records_total", "counter", "Kernel log records read.");
+  m.sample("triage_kernel_records_total", host, k.records);
+  m.family("triage_kernel_records_lost_total", "counter",
+           "Kernel log records lost before the agent could read them (kmsg overruns).");
+  m.sample("triage_kernel_records_lost_total", host, k.lost_records);
+  m.family("triage_kernel_record_gaps_total", "counter",
+           "Places where an unknown number of kernel records may be lost (a vacuumed journal "
+           "cursor).");
+  m.sample("triage_kernel_record_gaps_total", host, k.loss_gaps);
 
   m.family("triage_events_total", "counter", "Node events by kind.");
   for (const auto& [kind, n] : stats_.events_by_kind)

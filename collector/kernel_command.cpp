@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,11 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collector/health/node_health.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/kernel_report.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
 #include "common/safe_io.h"
+#include "common/time_util.h"
 
 namespace triage::collector {
 
@@ -30,7 +33,8 @@ constexpr const char* kUsage =
     "\n"
     "Classifies kernel log text (dmesg, dmesg -T, journalctl -k, kern.log) into kernel events:\n"
     "OOM kills, GPU RAS/CPER/ACA errors, NVIDIA Xids, GPU resets and faults, hung tasks, machine\n"
-    "checks, PCIe AER, NFS/Lustre trouble, link failures.\n"
+    "checks, PCIe AER, NFS/Lustre trouble, link failures; and judges the node from them\n"
+    "(healthy, degraded or drain-recommended, with the agent's default thresholds).\n"
     "\n"
     "options:\n"
     "  --format json|md     output format (default md on a terminal, json otherwise)\n"
@@ -91,6 +95,20 @@ void drain(KernelSource& source, KernelClassifier& classifier, std::vector<Kerne
     if (!more || batch.empty()) break;
   }
   classifier.flush(events);
+}
+
+// The node's verdict as the agent would give it with its default thresholds (HealthPolicy's
+// defaults are triage.conf's). The health window ends at the log's last event rather than now, so
+// that a log from last week is judged as it was then.
+NodeVerdict judge(const std::vector<KernelEvent>& events, const std::string& host) {
+  int64_t end = 0;
+  for (const auto& e : events)
+    end = std::max({end, e.time_usec, e.last_usec});
+  HealthInputs in;
+  in.host = host;
+  in.now_usec = end > 0 ? end : now_usec();
+  in.events = &events;
+  return evaluate_node_health(in, HealthPolicy{});
 }
 
 bool parse_args(int argc, char** argv, Options& o, int& exit_code) {
@@ -200,6 +218,7 @@ int run_kernel(int argc, char** argv) {
       }
     }
   }
+  info.verdict = judge(events, info.host);
   if (o.format == "json") {
     std::printf("%s\n", kernel_report_json(events, info)
                             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)

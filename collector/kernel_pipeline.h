@@ -92,6 +92,9 @@ struct KmsgOptions {
   std::string path = "/dev/kmsg";  // the device, or a regular file / pipe holding kmsg records
   std::string resume_after;        // "kmsg:<boot>:<seq>"; ignored when the boot id differs
   std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
+  // A file that is still being written (the agent following it): an unterminated last line at the
+  // end is not a record yet; it is read complete on the next open.
+  bool follow = false;
   // Replaces ::read() on the opened descriptor (tests inject EPIPE overruns through it).
   std::function<ssize_t(int fd, void* buf, size_t len)> read_fn;
 };
@@ -100,8 +103,10 @@ std::unique_ptr<KernelSource> open_kmsg_source(const KmsgOptions& options);
 // Plain text: raw dmesg, dmesg -T, dmesg --time-format iso, journalctl -k (short, short-iso,
 // short-precise, short-monotonic), kern.log, with or without "kernel:" prefixes. `name` is used in
 // messages; fd is read to EOF (not closed). Syslog timestamps without a year get the year that
-// puts them closest before now_usec() (pin it for reproducible output).
-std::unique_ptr<KernelSource> open_text_source(int fd, const std::string& name);
+// puts them closest before now_usec() (pin it for reproducible output). With `follow` (a file still
+// being written), an unterminated last line is left for the next open instead of read.
+std::unique_ptr<KernelSource> open_text_source(int fd, const std::string& name,
+                                               bool follow = false);
 
 // The loaded kernel catalogs (kernel-line rules, NVIDIA Xid, AMD RAS blocks).
 class KernelRules;

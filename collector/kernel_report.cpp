@@ -42,6 +42,29 @@ std::string with_thousands(uint64_t n) {
   return out;
 }
 
+// The verdict, its reasons and which events (by their number in the table below) back each one.
+std::string verdict_markdown(const NodeVerdict& v, const std::vector<KernelEvent>& events) {
+  std::string md = "\n## Node verdict: " + md_inline(v.verdict) + "\n\n";
+  if (v.reasons.empty()) {
+    md += "No evidence against this node's hardware or driver state.\n";
+    return md;
+  }
+  for (const VerdictReason& r : v.reasons) {
+    md += "- " + md_inline(r.reason) + " (action: " + md_inline(r.action) + ")";
+    std::string refs;
+    for (const std::string& id : r.event_ids) {
+      for (size_t i = 0; i < events.size(); ++i) {
+        if (events[i].id != id) continue;
+        refs += (refs.empty() ? "" : ", ") + std::string("#") + std::to_string(i + 1);
+        break;
+      }
+    }
+    if (!refs.empty()) md += "; events " + refs;
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 void sort_events(std::vector<KernelEvent>& events) {
@@ -67,6 +90,7 @@ nlohmann::json kernel_report_json(const std::vector<KernelEvent>& events,
   j["records"] = info.stats.records;
   j["harmless"] = info.stats.harmless;
   j["lost_records"] = info.stats.lost;
+  if (info.verdict) j["verdict"] = *info.verdict;
   return j;
 }
 
@@ -106,6 +130,7 @@ std::string kernel_report_markdown(const std::vector<KernelEvent>& events,
     md += " **" + with_thousands(info.stats.lost) + " kernel records were lost** while reading.";
   }
   md += "\n";
+  if (info.verdict) md += verdict_markdown(*info.verdict, events);
   if (events.empty()) {
     md += "\nNothing in this kernel log points at a problem.\n";
     return md;

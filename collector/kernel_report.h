@@ -1,9 +1,10 @@
 // Renders a node's kernel events for people and programs: the JSON object `slurm-triage kernel
-// --format json` prints ({"events": [...], ...}; a top-level object, so that callers can add
-// sibling keys such as the node verdict) and the Markdown node report of `--format md`.
+// --format json` prints ({"events": [...], "verdict": {...}, ...}) and the Markdown node report of
+// `--format md`.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct KernelReportInfo {
   std::string host;
   std::vector<std::string> sources;  // what was read ("text dmesg.txt", "journal /var/log/journal")
   KernelClassifierStats stats;
+  std::optional<NodeVerdict> verdict;  // the node's health judged from these events
 };
 
 // Events in the order they were first seen (then by id).

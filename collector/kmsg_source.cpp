@@ -49,7 +49,8 @@ std::optional<ResumePoint> parse_resume(const std::string& position) {
 
 class KmsgSource final : public KernelSource {
  public:
-  explicit KmsgSource(const KmsgOptions& o) : path_(o.path), read_fn_(o.read_fn) {
+  explicit KmsgSource(const KmsgOptions& o)
+      : path_(o.path), read_fn_(o.read_fn), follow_(o.follow) {
     boot_id_ = read_boot_id(o.boot_id_path);
     if (!o.resume_after.empty()) {
       const auto r = parse_resume(o.resume_after);
@@ -142,7 +143,7 @@ class KmsgSource final : public KernelSource {
     }
     // A FIFO reads as empty until its writer has opened it; that is not the end.
     if (n < 0 || (fifo_ && !got_data_)) return false;
-    if (splitter_.finish(line, truncated)) add_stream_line(line, out);
+    if (!follow_ && splitter_.finish(line, truncated)) add_stream_line(line, out);
     if (!pending_.empty()) take(pending_, out);
     pending_.clear();
     eof_ = true;
@@ -195,6 +196,7 @@ class KmsgSource final : public KernelSource {
 
   std::string path_;
   std::function<ssize_t(int, void*, size_t)> read_fn_;
+  bool follow_ = false;
   UniqueFd fd_;
   bool device_ = false;
   bool fifo_ = false;

@@ -20,7 +20,8 @@ constexpr size_t kChunk = size_t{64} * 1024;
 
 class TextSource final : public KernelSource {
  public:
-  TextSource(int fd, std::string name) : fd_(fd), name_(std::move(name)), now_(now_usec()) {}
+  TextSource(int fd, std::string name, bool follow)
+      : fd_(fd), name_(std::move(name)), follow_(follow), now_(now_usec()) {}
 
   bool read(std::vector<KernelRecord>& out, int timeout_ms) override {
     const size_t before = out.size();
@@ -32,7 +33,7 @@ class TextSource final : public KernelSource {
         continue;
       }
       if (eof_) {
-        if (splitter_.finish(line, truncated)) add(std::move(line), out);
+        if (!follow_ && splitter_.finish(line, truncated)) add(std::move(line), out);
         return false;
       }
       // Wait only for the first batch; after that, hand back what we have.
@@ -92,6 +93,7 @@ class TextSource final : public KernelSource {
 
   int fd_;
   std::string name_;
+  bool follow_;
   int64_t now_;
   LineSplitter splitter_;
   bool eof_ = false;
@@ -101,8 +103,8 @@ class TextSource final : public KernelSource {
 
 }  // namespace
 
-std::unique_ptr<KernelSource> open_text_source(int fd, const std::string& name) {
-  return std::make_unique<TextSource>(fd, name);
+std::unique_ptr<KernelSource> open_text_source(int fd, const std::string& name, bool follow) {
+  return std::make_unique<TextSource>(fd, name, follow);
 }
 
 }  // namespace triage::collector

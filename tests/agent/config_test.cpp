@@ -27,6 +27,27 @@ TEST(AgentConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_FALSE(c.node_name.empty());
 }
 
+// `slurm-triage kernel` judges a node with HealthPolicy's built-in thresholds: they must be the
+// ones an agent without health settings in triage.conf uses.
+TEST(AgentConfig, HealthDefaultsAreTheOfflineVerdictsThresholds) {
+  const ConfigLoad load = load_agent_config_text("", "triage.conf");
+  ASSERT_TRUE(load.errors.empty());
+  const collector::HealthPolicy& c = load.config.health;
+  const collector::HealthPolicy d;
+  EXPECT_EQ(c.window_usec, d.window_usec);
+  EXPECT_EQ(c.gpu_reset_degraded, d.gpu_reset_degraded);
+  EXPECT_EQ(c.gpu_reset_drain, d.gpu_reset_drain);
+  EXPECT_EQ(c.ring_timeout_degraded, d.ring_timeout_degraded);
+  EXPECT_EQ(c.ring_timeout_drain, d.ring_timeout_drain);
+  EXPECT_EQ(c.hung_task_degraded, d.hung_task_degraded);
+  EXPECT_EQ(c.hung_task_drain, d.hung_task_drain);
+  EXPECT_EQ(c.ras_correctable_degraded, d.ras_correctable_degraded);
+  EXPECT_EQ(c.pcie_nonfatal_degraded, d.pcie_nonfatal_degraded);
+  EXPECT_EQ(c.dstate_gpu_reboot, d.dstate_gpu_reboot);
+  EXPECT_EQ(c.dstate_degraded, d.dstate_degraded);
+  EXPECT_EQ(c.gpu_wchan_markers, d.gpu_wchan_markers);
+}
+
 TEST(AgentConfig, ATypoIsAnErrorWithItsLineNumberAndNothingIsApplied) {
   const ConfigLoad load = load_agent_config_text(
       "# site settings\n"

@@ -92,6 +92,58 @@ TEST(KernelCommand, JournalAndKmsgInputs) {
   EXPECT_EQ(j["events"][1]["kind"], "gpu-fallen-off-bus");
 }
 
+// A node whose GPU reported uncorrectable memory errors: the verdict says drain, names the RAS
+// record as its evidence, and the Markdown report leads with it.
+TEST(KernelCommand, UncorrectableRasErrorMeansDrainRecommended) {
+  TempDir dir;
+  write_file(dir.file("dmesg.txt"),
+             "[  43.618680] amdgpu 0000:1b:00.0: amdgpu: socket: 0, die: 1, 2 new uncorrectable "
+             "hardware errors detected in umc block\n"
+             "[  44.000000] usb 1-1: new high-speed USB device number 2 using xhci_hcd\n");
+  std::string out;
+  ASSERT_EQ(run_command(kCli + " kernel " + dir.file("dmesg.txt") + " --format json", out), 0)
+      << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["events"].size(), 1U) << out;
+  EXPECT_EQ(j["events"][0]["kind"], "gpu-ras-uncorrectable");
+  ASSERT_TRUE(j["verdict"].is_object()) << out;
+  EXPECT_EQ(j["verdict"]["verdict"], "drain-recommended");
+  ASSERT_FALSE(j["verdict"]["reasons"].empty());
+  EXPECT_EQ(j["verdict"]["reasons"][0]["action"], "drain");
+  EXPECT_EQ(j["verdict"]["reasons"][0]["event_ids"][0], j["events"][0]["id"]);
+
+  ASSERT_EQ(run_command(kCli + " kernel " + dir.file("dmesg.txt") + " --format md", out), 0);
+  const size_t verdict = out.find("## Node verdict: drain\\-recommended");
+  ASSERT_NE(verdict, std::string::npos) << out;
+  EXPECT_LT(verdict, out.find("| # | first seen |")) << "the verdict comes before the event table";
+  EXPECT_NE(out.find("(action: drain); events #1"), std::string::npos) << out;
+}
+
+// Xid 13 is a fault of the application's kernel, not of the GPU: the node stays in service.
+TEST(KernelCommand, OnlyXid13IsNotTheNodesFault) {
+  TempDir dir;
+  write_file(dir.file("dmesg.txt"),
+             "[  10.000000] NVRM: Xid (PCI:0000:5e:00): 13, pid=2222, name=python3, Graphics SM "
+             "Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address\n"
+             "[  10.100000] NVRM: Xid (PCI:0000:5e:00): 13, pid=2222, name=python3, Graphics "
+             "Exception: ESR 0x505648=0x102000e 0x50564c=0x17 0x505650=0x0 0x505644=0xd3eff2\n");
+  std::string out;
+  ASSERT_EQ(run_command(kCli + " kernel " + dir.file("dmesg.txt") + " --format json", out), 0)
+      << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_FALSE(j["events"].empty()) << out;
+  for (const auto& e : j["events"]) {
+    EXPECT_EQ(e["kind"], "nvidia-xid");
+    EXPECT_EQ(e["code"], 13);
+  }
+  EXPECT_EQ(j["verdict"]["verdict"], "healthy") << j["verdict"].dump();
+  EXPECT_TRUE(j["verdict"]["reasons"].empty());
+
+  ASSERT_EQ(run_command(kCli + " kernel " + dir.file("dmesg.txt") + " --format md", out), 0);
+  EXPECT_NE(out.find("## Node verdict: healthy"), std::string::npos) << out;
+  EXPECT_NE(out.find("No evidence against this node"), std::string::npos) << out;
+}
+
 TEST(KernelCommand, BadInputAndBadRulesAreClearErrors) {
   std::string out;
   EXPECT_EQ(run_command(kCli + " kernel /nonexistent/dmesg.txt", out, true), 2);
