@@ -45,7 +45,8 @@ namespace triage::agent {
 
 // In-process knobs that are not triage.conf settings.
 struct AgentOptions {
-  // Base URL of a peer's HTTP endpoint; default "http://<node>:<HttpPort>".
+  // Base URL of a peer's HTTP endpoint from its address (Slurm's NodeAddr, else its name); default
+  // "http://<address>:<HttpPort>".
   std::function<std::string(const std::string& node)> peer_url;
   std::string boot_id;  // default: <ProcRoot>/sys/kernel/random/boot_id
   bool collectors = true;

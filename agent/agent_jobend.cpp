@@ -88,7 +88,17 @@ void Agent::gather_evidence(uint64_t job_id) {
           "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
     }
     for (const std::string& node : facts.nodes) {
-      if (node != self) requests.push_back({node, peer_url(node), target});
+      if (node == self) continue;
+      // Slurm reaches a node at its NodeAddr, which need not be a name DNS knows (several slurmd
+      // per host, private fabrics); the peer agent listens there too.
+      std::string where = node;
+      if (slurm_) {
+        std::lock_guard<std::mutex> l(slurm_mu_);
+        std::string error;
+        const auto state = slurm_->load_node(node, error);
+        if (state && !state->addr.empty()) where = state->addr;
+      }
+      requests.push_back({node, peer_url(where), target});
     }
     std::vector<NodeEvidence> peers;
     for (const PeerResponse& r : fetch_from_peers(requests, fetch)) {

@@ -19,9 +19,26 @@ bool cancelled_state(const std::string& st) {
   return st == "CANCELLED" || st == "TIMEOUT" || st == "PREEMPTED" || st == "DEADLINE";
 }
 
+// The line of a multi-line kernel record that names the event's process: for an OOM report that is
+// the `oom-kill:...,pid=N` line with the job's cgroup, not the "invoked oom-killer" header (whose
+// process is only the one that asked for memory). Records without a pid show their first line.
 std::string event_line(const KernelEvent& e) {
-  if (!e.lines.empty()) return e.lines.front();
-  return e.summary.empty() ? e.kind : e.summary;
+  if (e.lines.empty()) return e.summary.empty() ? e.kind : e.summary;
+  if (e.pid) {
+    const std::string pid = std::to_string(*e.pid);
+    for (const std::string& needle : {"pid=" + pid + ",", "pid=" + pid, "process " + pid + " "}) {
+      for (const std::string& line : e.lines) {
+        const size_t at = line.find(needle);
+        if (at == std::string::npos) continue;
+        const size_t end = at + needle.size();
+        // "pid=12" must not match "pid=123".
+        if (needle.back() == ',' || needle.back() == ' ' || end == line.size() || line[end] < '0' ||
+            line[end] > '9')
+          return line;
+      }
+    }
+  }
+  return e.lines.front();
 }
 
 std::string describe_event(const KernelEvent& e) {

@@ -175,6 +175,24 @@ TEST(Diagnosis, ARankKilledOnANodeWhoseKernelOomKilledItIsOomHostEvenIfTheLogIsS
   EXPECT_TRUE(named);
 }
 
+// The kernel's whole OOM report arrives as one event; the line worth quoting is the one with the
+// victim's pid and the job's cgroup, not the header naming whoever happened to ask for memory.
+TEST(Diagnosis, AWholeKernelOomReportIsQuotedByTheLineThatNamesTheKilledRank) {
+  Evidence ev = oom_evidence(true);
+  ev.nodes[0].events[0].lines = {
+      "python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+      "CPU: 12 PID: 42420 Comm: python3 Not tainted 5.15.0-91-generic #101-Ubuntu",
+      "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,"
+      "oom_memcg=/system.slice/slurmstepd.scope/job_77,task_memcg=/system.slice/"
+      "slurmstepd.scope/job_77/step_0/user/task_0,task=python3,pid=4242,uid=1000",
+      "Memory cgroup out of memory: Killed process 4242 (python3) total-vm:94121212kB"};
+  const Diagnosed r = diagnose_text(stamped_steps(0, 40, kT0), "FAILED", kT0 + 86400, &ev);
+  EXPECT_EQ(r.t.primary_failure, "oom-host");
+  ASSERT_FALSE(r.t.evidence.empty());
+  EXPECT_EQ(r.t.evidence.front().text.rfind("oom-kill:constraint=CONSTRAINT_MEMCG", 0), 0u)
+      << r.t.evidence.front().text;
+}
+
 TEST(Diagnosis, AnOomKillThatSparedTheRanksIsEvidenceButDoesNotOverrideTheLog) {
   const std::string log =
       stamped_steps(0, 40, kT0) + "2: torch.OutOfMemoryError: HIP out of memory.\n";
