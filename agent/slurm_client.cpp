@@ -2,12 +2,16 @@
 // slurm_load_node_single for a node's state, slurm_update_node for a drain.
 #include "agent/slurm_client.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <mutex>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -256,10 +260,40 @@ class LibslurmClient final : public SlurmClient {
 
 }  // namespace
 
+namespace {
+
+// libslurm ends the whole process (fatal() -> exit) when it finds no configuration: no slurm.conf,
+// no configless cache, no SRV record. The agent must then run on the epilog's facts, not die, so
+// the first initialisation is tried in a child.
+bool slurm_config_loads() {
+  const pid_t pid = ::fork();
+  if (pid < 0) return true;  // cannot tell; let the real call decide
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
+    slurm_init(nullptr);
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
 std::unique_ptr<SlurmClient> make_libslurm_client() {
   // slurm_init reads slurm.conf (SLURM_CONF or the default) once for the whole process.
   static std::once_flag once;
-  std::call_once(once, [] { slurm_init(nullptr); });
+  static bool usable = false;
+  std::call_once(once, [] {
+    usable = slurm_config_loads();
+    if (usable) slurm_init(nullptr);
+  });
+  if (!usable) {
+    throw std::runtime_error(
+        "libslurm found no Slurm configuration (slurm.conf, SLURM_CONF or configless)");
+  }
   return std::make_unique<LibslurmClient>();
 }
 
