@@ -240,22 +240,30 @@ bool Spool::append_line_block(int dirfd, const std::string& name, UniqueFd* keep
   return true;
 }
 
+namespace {
+
+// Event records and the source position they bring the spool to, as JSON lines: the same shape
+// for an append and for a compacted segment, so replay reads both alike.
+std::string event_records(const std::vector<KernelEvent>& events, const std::string& position) {
+  std::string block;
+  auto add = [&block](const nlohmann::json& j) {
+    block += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    block += '\n';
+  };
+  for (const KernelEvent& e : events)
+    add({{"r", "ev"}, {"e", e}});
+  if (!position.empty()) add({{"r", "pos"}, {"p", position}});
+  return block;
+}
+
+}  // namespace
+
 bool Spool::append_events(const std::vector<KernelEvent>& events, const std::string& position) {
   if (events.empty() && position.empty()) return true;
   if (segment_size_ >= options_.segment_bytes || !segment_) {
     if (!open_segment(segment_number_ + (segment_ ? 1 : 0))) return false;
   }
-  std::string block;
-  for (const KernelEvent& e : events) {
-    nlohmann::json j = {{"r", "ev"}, {"e", e}};
-    block += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    block += '\n';
-  }
-  if (!position.empty()) {
-    nlohmann::json j = {{"r", "pos"}, {"p", position}};
-    block += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    block += '\n';
-  }
+  const std::string block = event_records(events, position);
   return append_line_block(events_dir_.get(), segment_name(segment_number_), &segment_, block);
 }
 
@@ -267,17 +275,7 @@ bool Spool::append_job(uint64_t job_id, const nlohmann::json& record) {
 
 bool Spool::compact_events(const std::vector<KernelEvent>& live, const std::string& position) {
   const uint64_t next = segment_number_ + 1;
-  std::string block;
-  for (const KernelEvent& e : live) {
-    nlohmann::json j = {{"r", "ev"}, {"e", e}};
-    block += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    block += '\n';
-  }
-  if (!position.empty()) {
-    nlohmann::json j = {{"r", "pos"}, {"p", position}};
-    block += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    block += '\n';
-  }
+  const std::string block = event_records(live, position);
   try {
     atomic_write_at(events_dir_.get(), segment_name(next), block, 0600);
   } catch (const std::system_error& e) {

@@ -232,28 +232,21 @@ std::vector<KernelEvent> HwCounterWatch::update(const SysfsSnapshot& snap) {
   };
   for (const RasCounter& c : snap.ras) {
     const std::string base = "sysfs-ras:" + boot_id_ + ":" + c.card + ":" + c.block;
-    if (rose(base + ":ue", c.ue)) {
-      KernelEvent e = counter_event(base + ":ue", "gpu-ras-uncorrectable", Severity::kCritical,
-                                    "drain", c.ue, now);
-      e.summary = std::to_string(c.ue) + " uncorrectable " + c.block + " error(s) on " +
+    // One event per counter that rose: uncorrectable errors drain, correctable ones are watched.
+    auto ras_event = [&](const char* type, uint64_t value, const char* kind, Severity severity,
+                         const char* action, const char* what) {
+      if (!rose(base + ":" + type, value)) return;
+      KernelEvent e = counter_event(base + ":" + type, kind, severity, action, value, now);
+      e.summary = std::to_string(value) + " " + what + " " + c.block + " error(s) on " +
                   gpu_name(c.card, c.device) + " since boot (sysfs RAS counter)";
       e.block = c.block;
       e.device = c.device.empty() ? c.card : c.device;
       e.fields["path"] = c.path;
       e.lines.push_back(c.path + ": ue: " + std::to_string(c.ue) + " ce: " + std::to_string(c.ce));
       out.push_back(std::move(e));
-    }
-    if (rose(base + ":ce", c.ce)) {
-      KernelEvent e = counter_event(base + ":ce", "gpu-ras-correctable", Severity::kWarning,
-                                    "investigate", c.ce, now);
-      e.summary = std::to_string(c.ce) + " correctable " + c.block + " error(s) on " +
-                  gpu_name(c.card, c.device) + " since boot (sysfs RAS counter)";
-      e.block = c.block;
-      e.device = c.device.empty() ? c.card : c.device;
-      e.fields["path"] = c.path;
-      e.lines.push_back(c.path + ": ue: " + std::to_string(c.ue) + " ce: " + std::to_string(c.ce));
-      out.push_back(std::move(e));
-    }
+    };
+    ras_event("ue", c.ue, "gpu-ras-uncorrectable", Severity::kCritical, "drain", "uncorrectable");
+    ras_event("ce", c.ce, "gpu-ras-correctable", Severity::kWarning, "investigate", "correctable");
   }
   for (const AerCounter& c : snap.aer) {
     const std::string id = "sysfs-aer:" + boot_id_ + ":" + c.device + ":" + c.severity;
