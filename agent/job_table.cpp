@@ -133,6 +133,11 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     j.end_usec = t;
     j.job_end = msg.raw;
   }
+  if (j.ended) {
+    running_.erase(j.job_id);
+  } else {
+    running_.insert(j.job_id);
+  }
   return j;
 }
 
@@ -177,6 +182,7 @@ void JobTable::erase(uint64_t job_id) {
   if (it == jobs_.end()) return;
   const JobRecord gone = std::move(it->second);
   jobs_.erase(it);
+  running_.erase(job_id);
   for (const auto& [key, t] : gone.tasks)
     forget_pid(gone, t.pid);
 }
@@ -203,8 +209,8 @@ const std::set<uint64_t>& JobTable::jobs_with_pid(int64_t pid) const {
 
 std::map<int64_t, uint64_t> JobTable::running_pids() const {
   std::map<int64_t, uint64_t> out;
-  for (const auto& [id, j] : jobs_) {
-    if (j.ended) continue;
+  for (const uint64_t id : running_) {
+    const JobRecord& j = jobs_.at(id);
     for (const auto& [k, t] : j.tasks) {
       if (t.pid > 0 && !t.wait_status) out[t.pid] = id;
     }

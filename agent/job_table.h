@@ -78,6 +78,9 @@ class JobTable {
   std::map<uint64_t, JobRecord> jobs_;
   // Keeps attribution of a pid-naming event from walking every task of every job the node kept.
   std::unordered_map<int64_t, std::set<uint64_t>> pid_jobs_;
+  // Jobs not ended yet: running_pids() is taken after every lifecycle message, and must not walk
+  // the thousands of ended jobs a node keeps.
+  std::set<uint64_t> running_;
 };
 
 }  // namespace triage::agent
