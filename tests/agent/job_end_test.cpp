@@ -43,14 +43,7 @@ std::vector<nlohmann::json> analyzer_records(const std::string& dir, uint64_t jo
 }
 
 std::vector<nlohmann::json> summaries(const std::string& spool, uint64_t job) {
-  std::vector<nlohmann::json> out;
-  const std::string text = read_file(spool + "/jobs/" + std::to_string(job) + ".jsonl");
-  for (std::string_view line : split(text, '\n')) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("r", "") == "analysis") out.push_back(j);
-  }
-  return out;
+  return testing::analysis_summaries(spool, job);
 }
 
 // Two nodes, node-a (the batch host) and node-b, a private munged, and a work dir the job's owner

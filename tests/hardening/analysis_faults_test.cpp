@@ -32,14 +32,7 @@ using agent::testing::TempDir;
 using agent::testing::write_file;
 
 std::vector<nlohmann::json> summaries(const std::string& spool, uint64_t job) {
-  std::vector<nlohmann::json> out;
-  const std::string text = read_file(spool + "/jobs/" + std::to_string(job) + ".jsonl");
-  for (std::string_view line : split(text, '\n')) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("r", "") == "analysis") out.push_back(j);
-  }
-  return out;
+  return agent::testing::analysis_summaries(spool, job);
 }
 
 // A TCP port on loopback that completes connections (the kernel's backlog) and never reads or
