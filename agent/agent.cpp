@@ -718,7 +718,7 @@ NodeEvidence Agent::node_evidence(const JobRecord& job, int64_t start_usec, int6
   AttributionOptions opt;
   opt.grace_usec = cfg_.attribution_grace_sec * 1000000;
   opt.now_usec = now_usec();
-  n.events = events_for_job(events_.events(), job, window, jobs_, opt);
+  n.events = events_for_job(events_, job, window, jobs_, opt);
   n.verdict = verdict_;
   if (dstate_) n.dstate = dstate_->summary();
   return n;

@@ -13,6 +13,7 @@
 #include <map>
 #include <vector>
 
+#include "agent/event_store.h"
 #include "agent/job_table.h"
 #include "common/model.h"
 
@@ -23,9 +24,17 @@ struct AttributionWindow {
   int64_t end_usec = 0;    // 0: still running
 };
 
+// How much work one attribution did; lets tests and the soak bench show that answering for one
+// job does not walk the node's whole history.
+struct AttributionStats {
+  size_t events_examined = 0;  // events the rules were applied to
+  size_t tasks_examined = 0;   // registered tasks compared against an event's pid
+};
+
 struct AttributionOptions {
   int64_t grace_usec = 60LL * 1000000;
   int64_t now_usec = 0;
+  AttributionStats* stats = nullptr;  // counts the work when set
 };
 
 // The job's window on this node: its first start message to its end, widened by `hint` (times
@@ -34,13 +43,20 @@ AttributionWindow job_window(const JobRecord& job, const AttributionWindow& hint
 
 // The job a registered pid belonged to at `time_usec`, if any.
 std::optional<uint64_t> job_of_pid(const JobTable& jobs, int64_t pid, int64_t time_usec,
-                                   int64_t grace_usec);
+                                   int64_t grace_usec, AttributionStats* stats = nullptr);
 
 bool belongs_to_job(const KernelEvent& e, const JobRecord& job, const AttributionWindow& window,
                     const JobTable& jobs, const AttributionOptions& options);
 
+// The job's events among `events`, by time. Applies the rules to every event given.
 std::vector<KernelEvent> events_for_job(const std::vector<KernelEvent>& events,
                                         const JobRecord& job, const AttributionWindow& window,
                                         const JobTable& jobs, const AttributionOptions& options);
+
+// The same answer from the node's store, applying the rules only to the events its indexes say
+// could be the job's (those naming it or its pids, or active in its window).
+std::vector<KernelEvent> events_for_job(const EventStore& store, const JobRecord& job,
+                                        const AttributionWindow& window, const JobTable& jobs,
+                                        const AttributionOptions& options);
 
 }  // namespace triage::agent

@@ -18,6 +18,7 @@ void EventStore::apply(KernelEvent e) {
   if (it == index_.end()) {
     index_.emplace(e.id, events_.size());
     events_.push_back(std::move(e));
+    index_one(events_.size() - 1);
     if (events_.size() > max_events_ + max_events_ / 8) prune(0);
     return;
   }
@@ -25,7 +26,10 @@ void EventStore::apply(KernelEvent e) {
   if (old.time_usec != 0 && (e.time_usec == 0 || old.time_usec < e.time_usec)) {
     e.time_usec = old.time_usec;
   }
+  // A newer version may last longer or name a pid the first did not: index it afresh.
+  unindex_one(it->second);
   old = std::move(e);
+  index_one(it->second);
 }
 
 const KernelEvent* EventStore::find(const std::string& id) const {
@@ -68,8 +72,73 @@ size_t EventStore::prune(int64_t cutoff_usec) {
 
 void EventStore::reindex() {
   index_.clear();
-  for (size_t i = 0; i < events_.size(); ++i)
+  for (auto& tier : by_time_)
+    tier.clear();
+  long_lived_.clear();
+  by_job_.clear();
+  by_pid_.clear();
+  for (size_t i = 0; i < events_.size(); ++i) {
     index_.emplace(events_[i].id, i);
+    index_one(i);
+  }
+}
+
+void EventStore::index_one(size_t pos) {
+  const KernelEvent& e = events_[pos];
+  if (e.job_id) by_job_[*e.job_id].insert(pos);
+  if (e.pid) by_pid_[*e.pid].insert(pos);
+  if (e.time_usec == 0) return;  // no time: only a job or pid can claim it
+  const int64_t span = std::max(e.last_usec, e.time_usec) - e.time_usec;
+  for (size_t t = 0; t < kSpanTiersUsec.size(); ++t) {
+    if (span <= kSpanTiersUsec[t]) {
+      by_time_[t].emplace(e.time_usec, pos);
+      return;
+    }
+  }
+  long_lived_.insert(pos);
+}
+
+void EventStore::unindex_one(size_t pos) {
+  const KernelEvent& e = events_[pos];
+  const auto drop = [pos](auto& map, auto key) {
+    auto it = map.find(key);
+    if (it == map.end()) return;
+    it->second.erase(pos);
+    if (it->second.empty()) map.erase(it);
+  };
+  if (e.job_id) drop(by_job_, *e.job_id);
+  if (e.pid) drop(by_pid_, *e.pid);
+  for (auto& tier : by_time_)
+    tier.erase({e.time_usec, pos});
+  long_lived_.erase(pos);
+}
+
+std::vector<size_t> EventStore::candidates(uint64_t job_id, const std::vector<int64_t>& pids,
+                                           int64_t from_usec, int64_t to_usec) const {
+  std::vector<size_t> out;
+  if (auto it = by_job_.find(job_id); it != by_job_.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  for (const int64_t pid : pids) {
+    if (auto it = by_pid_.find(pid); it != by_pid_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    }
+  }
+  if (from_usec <= to_usec) {
+    for (size_t t = 0; t < kSpanTiersUsec.size(); ++t) {
+      // An event of this tier overlapping the window began at most the tier's span before it.
+      const int64_t back = kSpanTiersUsec[t];
+      const int64_t lo = from_usec < INT64_MIN + back ? INT64_MIN : from_usec - back;
+      for (auto it = by_time_[t].lower_bound({lo, 0});
+           it != by_time_[t].end() && it->first <= to_usec; ++it) {
+        out.push_back(it->second);
+      }
+    }
+    out.insert(out.end(), long_lived_.begin(), long_lived_.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace triage::agent

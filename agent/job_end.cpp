@@ -120,6 +120,14 @@ std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::s
           "--format", "json",    "--mode",     mode, target};
 }
 
+bool analysis_succeeded(int wait_status) {
+  // `slurm-triage analyze` exits 1 when the job it analysed failed (docs/analyze.md): the report
+  // was written, so the analysis worked. Its own failures are 2 and up; a signal is a kill.
+  constexpr int kAnalysedAFailedJob = 1;
+  const DecodedWaitStatus d = decode_wait_status(wait_status);
+  return d.exited && (d.exit_code == 0 || d.exit_code == kAnalysedAFailedJob);
+}
+
 nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target,
                                 const AnalysisOutcome& o,
                                 const std::vector<std::string>& unreachable, int64_t now_usec) {
@@ -139,8 +147,7 @@ nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target
   if (o.timed_out) {
     s["result"] = "timeout";
   } else {
-    const DecodedWaitStatus d = decode_wait_status(o.wait_status);
-    s["result"] = d.exited && d.exit_code == 0 ? "ok" : "failed";
+    s["result"] = analysis_succeeded(o.wait_status) ? "ok" : "failed";
   }
   s["exit"] = describe_wait_status(o.wait_status);
   if (s["result"] != "ok" && !o.err.empty()) {

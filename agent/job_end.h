@@ -37,7 +37,13 @@ std::string expand_report_path(const std::string& pattern, const JobFacts& facts
 std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::string& mode,
                                        const std::string& target);
 
-// The root-owned summary kept in the spool: {"r":"analysis", ...}.
+// Whether the analyzer's exit means it did its work. Exit 1 is "the job failed" (the analysis
+// worked); exits 2 and up (usage, unreadable input, unwritable report, bad rules) and signals are
+// the analysis failing.
+bool analysis_succeeded(int wait_status);
+
+// The root-owned summary kept in the spool: {"r":"analysis", ...}. "result" is ok, failed (the
+// analyzer could not start, exited with one of its own error codes, or was killed) or timeout.
 nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target,
                                 const AnalysisOutcome& outcome,
                                 const std::vector<std::string>& unreachable, int64_t now_usec);

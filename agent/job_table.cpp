@@ -108,7 +108,12 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     task.step = step;
     task.task = task_id;
     task.rank = r.i64("rank").value_or(task.rank);
+    const int64_t old_pid = task.pid;
     task.pid = r.i64("pid").value_or(task.pid);
+    if (task.pid != old_pid) {
+      pid_jobs_[task.pid].insert(j.job_id);
+      forget_pid(j, old_pid);
+    }
     task.host = r.str("host").value_or(task.host);
     if (step == "batch") j.batch_here = true;
     // The plugin's task messages carry the job owner too (a missed job_start loses nothing).
@@ -127,6 +132,11 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     j.ended = true;
     j.end_usec = t;
     j.job_end = msg.raw;
+  }
+  if (j.ended) {
+    running_.erase(j.job_id);
+  } else {
+    running_.insert(j.job_id);
   }
   return j;
 }
@@ -167,10 +177,40 @@ const JobRecord* JobTable::find(uint64_t job_id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+void JobTable::erase(uint64_t job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  const JobRecord gone = std::move(it->second);
+  jobs_.erase(it);
+  running_.erase(job_id);
+  for (const auto& [key, t] : gone.tasks)
+    forget_pid(gone, t.pid);
+}
+
+// Drops `j` from the pid's entry unless one of its (remaining) tasks still has that pid.
+void JobTable::forget_pid(const JobRecord& j, int64_t pid) {
+  auto it = pid_jobs_.find(pid);
+  if (it == pid_jobs_.end()) return;
+  const auto live = jobs_.find(j.job_id);
+  if (live != jobs_.end()) {
+    for (const auto& [key, t] : live->second.tasks) {
+      if (t.pid == pid) return;
+    }
+  }
+  it->second.erase(j.job_id);
+  if (it->second.empty()) pid_jobs_.erase(it);
+}
+
+const std::set<uint64_t>& JobTable::jobs_with_pid(int64_t pid) const {
+  static const std::set<uint64_t> kNone;
+  auto it = pid_jobs_.find(pid);
+  return it == pid_jobs_.end() ? kNone : it->second;
+}
+
 std::map<int64_t, uint64_t> JobTable::running_pids() const {
   std::map<int64_t, uint64_t> out;
-  for (const auto& [id, j] : jobs_) {
-    if (j.ended) continue;
+  for (const uint64_t id : running_) {
+    const JobRecord& j = jobs_.at(id);
     for (const auto& [k, t] : j.tasks) {
       if (t.pid > 0 && !t.wait_status) out[t.pid] = id;
     }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,13 +64,23 @@ class JobTable {
   JobRecord* find(uint64_t job_id);
   const JobRecord* find(uint64_t job_id) const;
   const std::map<uint64_t, JobRecord>& jobs() const { return jobs_; }
-  void erase(uint64_t job_id) { jobs_.erase(job_id); }
+  void erase(uint64_t job_id);
+
+  // The jobs that registered a task with this pid at some time (pids are reused), by id.
+  const std::set<uint64_t>& jobs_with_pid(int64_t pid) const;
 
   // pid -> job for tasks still running (for the D-state sampler).
   std::map<int64_t, uint64_t> running_pids() const;
 
  private:
+  void forget_pid(const JobRecord& j, int64_t pid);
+
   std::map<uint64_t, JobRecord> jobs_;
+  // Keeps attribution of a pid-naming event from walking every task of every job the node kept.
+  std::unordered_map<int64_t, std::set<uint64_t>> pid_jobs_;
+  // Jobs not ended yet: running_pids() is taken after every lifecycle message, and must not walk
+  // the thousands of ended jobs a node keeps.
+  std::set<uint64_t> running_;
 };
 
 }  // namespace triage::agent

@@ -254,8 +254,8 @@ int main(int argc, char** argv) {
   const long rss_end = rss_kib();
 
   // Every 20th job is known with its task exit (from memory or, for older ones, from the spool).
-  // Not every job: get_job attributes every held kernel event to the job, and its cost grows
-  // with the node's history (events x jobs), which the time of these queries shows.
+  // The time of these queries shows what attributing the held kernel events to one job costs; the
+  // event store's indexes keep it to the events of the job's window, whatever the node's history.
   int64_t jobs_missing = 0, jobs_checked = 0;
   std::vector<double> get_job_ms;
   for (int64_t i = 0; i < total_jobs; i += 20) {

@@ -41,8 +41,14 @@ class Attribution : public ::testing::Test {
     AttributionOptions opt;
     opt.grace_usec = 60 * kSec;
     opt.now_usec = 5000 * kSec;
+    EventStore store(100);
+    store.apply(e);
     for (const auto& [id, job] : jobs.jobs()) {
-      if (belongs_to_job(e, job, job_window(job), jobs, opt)) out.push_back(id);
+      const bool belongs = belongs_to_job(e, job, job_window(job), jobs, opt);
+      if (belongs) out.push_back(id);
+      // The store's indexes must find every event the rules would give the job.
+      EXPECT_EQ(events_for_job(store, job, job_window(job), jobs, opt).size(), belongs ? 1U : 0U)
+          << "event " << e.id << ", job " << id;
     }
     return out;
   }
@@ -104,6 +110,99 @@ TEST_F(Attribution, TheLeadersTimesWidenAWindowTheNodeSawOnlyPartly) {
   EXPECT_TRUE(belongs_to_job(make_event("x", "mce", 4050 * kSec), unseen, w, jobs, opt));
   EXPECT_FALSE(belongs_to_job(make_event("y", "mce", 0), unseen, w, jobs, opt))
       << "an event without a time cannot be placed";
+}
+
+// A node that ran 5,000 jobs back to back (100 s each, one rank each, pids reused every 1,000
+// jobs). Each job left an OOM kill in its cgroup, a hung task naming its rank's pid and a GPU
+// error; a sysfs read has been stuck for the node's whole history. Asking for the latest job must
+// give exactly what applying the rules to every event gives, while looking at a handful of events
+// and tasks instead of all 15,001 events and 5,000 jobs.
+TEST(AttributionAtScale, ANodeThatRan5000JobsAnswersForTheLatestWithoutScanningTheOthers) {
+  constexpr uint64_t kJobs = 5000;
+  JobTable jobs;
+  EventStore store(20000);
+  const auto apply = [&](const nlohmann::json& m) { jobs.apply(parse_lifecycle(m), 0); };
+  KernelEvent stuck = make_event("stuck", "sysfs-read-stuck", 500 * kSec);
+  stuck.last_usec = (1000 + 100 * static_cast<int64_t>(kJobs)) * kSec;
+  store.apply(stuck);
+  for (uint64_t id = 1; id <= kJobs; ++id) {
+    const int64_t start = (1000 + 100 * static_cast<int64_t>(id)) * kSec;
+    const int64_t pid = 10000 + static_cast<int64_t>(id % 1000);
+    const std::string tag = std::to_string(id);
+    apply(lifecycle("job_start", id, "s", {{"uid", 1000}, {"time_usec", start}}));
+    apply(lifecycle("task_start", id, "t",
+                    {{"step", "0"}, {"task", 0}, {"pid", pid}, {"time_usec", start}}));
+    apply(lifecycle("task_exit", id, "x",
+                    {{"step", "0"},
+                     {"task", 0},
+                     {"pid", pid},
+                     {"wait_status", 0},
+                     {"time_usec", start + 90 * kSec}}));
+    apply(lifecycle("job_end", id, "e", {{"time_usec", start + 90 * kSec}}));
+    KernelEvent oom = make_event("oom" + tag, "oom-kill", start + 10 * kSec);
+    oom.job_id = id;
+    store.apply(oom);
+    KernelEvent hung = make_event("hung" + tag, "hung-task", start + 20 * kSec);
+    hung.pid = pid;
+    store.apply(hung);
+    store.apply(make_event("ue" + tag, "gpu-ras-uncorrectable", start + 30 * kSec));
+  }
+  ASSERT_EQ(store.size(), 3 * kJobs + 1);
+
+  const JobRecord& latest = *jobs.find(kJobs);
+  AttributionOptions opt;
+  opt.grace_usec = 60 * kSec;
+  opt.now_usec = (2000 + 100 * static_cast<int64_t>(kJobs)) * kSec;
+  AttributionStats indexed;
+  opt.stats = &indexed;
+  const auto got = events_for_job(store, latest, job_window(latest), jobs, opt);
+  AttributionStats full;
+  opt.stats = &full;
+  const auto expected = events_for_job(store.events(), latest, job_window(latest), jobs, opt);
+
+  std::vector<std::string> got_ids, expected_ids;
+  for (const auto& e : got)
+    got_ids.push_back(e.id);
+  for (const auto& e : expected)
+    expected_ids.push_back(e.id);
+  EXPECT_EQ(got_ids, expected_ids);
+  EXPECT_EQ(got_ids, (std::vector<std::string>{"stuck", "oom5000", "hung5000", "ue5000"}))
+      << "its own three events and the read stuck since before it started";
+  EXPECT_EQ(full.events_examined, store.size()) << "the plain scan looks at everything";
+  // Looked at: its three events, the stuck read, and the four older hung tasks that named the same
+  // (reused) pid 10000; for those five pid events, only the jobs that ever had pid 10000 (1000,
+  // 2000, ..., 5000) are compared: 1 + 2 + 3 + 4 + 5 tasks.
+  EXPECT_LE(indexed.events_examined, 8U);
+  EXPECT_LE(indexed.tasks_examined, 15U) << "only jobs that used the same pid are compared";
+}
+
+TEST(AttributionAtScale, PrunedAndUpdatedEventsLeaveTheIndexesInStep) {
+  JobTable jobs;
+  jobs.apply(parse_lifecycle(lifecycle("job_start", 7, "s", {{"time_usec", 1000 * kSec}})), 0);
+  jobs.apply(parse_lifecycle(lifecycle("job_end", 7, "e", {{"time_usec", 1100 * kSec}})), 0);
+  const JobRecord& job = *jobs.find(7);
+  AttributionOptions opt;
+  EventStore store(100);
+  // A flood first seen long before the job, then seen again during it: it moves to long-lived.
+  KernelEvent flood = make_event("flood", "gpu-ring-timeout", 100 * kSec);
+  store.apply(flood);
+  EXPECT_TRUE(events_for_job(store, job, job_window(job), jobs, opt).empty());
+  flood.last_usec = 1050 * kSec;
+  flood.count = 40;
+  store.apply(flood);
+  ASSERT_EQ(events_for_job(store, job, job_window(job), jobs, opt).size(), 1U);
+  store.apply(make_event("old", "mce", 10 * kSec));
+  store.apply(make_event("during", "mce", 1010 * kSec));
+  EXPECT_EQ(store.prune(50 * kSec), 1U);
+  const auto left = events_for_job(store, job, job_window(job), jobs, opt);
+  ASSERT_EQ(left.size(), 2U);
+  EXPECT_EQ(left[0].id, "flood");
+  EXPECT_EQ(left[1].id, "during");
+
+  jobs.apply(parse_lifecycle(lifecycle("task_start", 8, "t", {{"task", 0}, {"pid", 4242}})), 0);
+  EXPECT_EQ(jobs.jobs_with_pid(4242), std::set<uint64_t>{8});
+  jobs.erase(8);
+  EXPECT_TRUE(jobs.jobs_with_pid(4242).empty()) << "a forgotten job leaves no pid behind";
 }
 
 TEST(JobTable, LifecycleMessagesAreValidatedFieldByField) {

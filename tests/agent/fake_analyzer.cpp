@@ -1,9 +1,11 @@
 // Stands in for `slurm-triage analyze` in the agent's tests. It records how it was started (argv,
 // uid, gid, groups, the evidence on stdin) into <work_dir>/analyzer-<jobid>-<pid>.json, writes a
 // report file beside it as whoever it runs as, and answers on stdout like the analyzer would.
-// The job's name steers it: "hang" never ends, "crash" fails, "chatty" prints far too much.
+// The job's name steers it: "hang" never ends, "crash" fails, "selfkill" dies of SIGKILL,
+// "chatty" prints far too much.
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,6 +58,10 @@ int main(int argc, char** argv) {
   if (name == "hang") {
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(60));
+  }
+  if (name == "selfkill") {
+    std::cerr << "fake analyzer: killing itself as asked\n";
+    ::kill(::getpid(), SIGKILL);
   }
   if (name == "crash") {
     std::cerr << "fake analyzer: crashing as asked\n";

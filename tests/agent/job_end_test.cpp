@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "agent/job_end.h"
 #include "common/text.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
@@ -42,14 +43,7 @@ std::vector<nlohmann::json> analyzer_records(const std::string& dir, uint64_t jo
 }
 
 std::vector<nlohmann::json> summaries(const std::string& spool, uint64_t job) {
-  std::vector<nlohmann::json> out;
-  const std::string text = read_file(spool + "/jobs/" + std::to_string(job) + ".jsonl");
-  for (std::string_view line : split(text, '\n')) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("r", "") == "analysis") out.push_back(j);
-  }
-  return out;
+  return testing::analysis_summaries(spool, job);
 }
 
 // Two nodes, node-a (the batch host) and node-b, a private munged, and a work dir the job's owner
@@ -288,6 +282,27 @@ TEST_F(JobEnd, AnAnalyzerThatCannotStartIsASummaryNotACrash) {
   EXPECT_EQ(sums[0]["result"], "failed");
   EXPECT_NE(sums[0].value("error", "").find("exec /nonexistent/slurm-triage"), std::string::npos)
       << sums[0].dump();
+}
+
+// docs/analyze.md: 0 all jobs fine, 1 a job failed (both are finished analyses), 2 usage,
+// 3 unreadable input, 4 unwritable report, 5 broken rules; a signal is a killed analysis.
+TEST(AnalysisSummary, OnlyTheAnalyzersOwnErrorsAndKillsAreFailedAnalyses) {
+  JobFacts facts;
+  facts.job_id = 12;
+  AnalysisOutcome o;
+  o.started = true;
+  const auto result = [&](int wait_status) {
+    o.wait_status = wait_status;
+    return analysis_summary(facts, "/t", o, {}, 0)["result"].get<std::string>();
+  };
+  EXPECT_EQ(result(0), "ok");
+  EXPECT_EQ(result(1 << 8), "ok") << "the job failed; its analysis did not";
+  for (int code : {2, 3, 4, 5, 127})
+    EXPECT_EQ(result(code << 8), "failed") << "exit " << code;
+  EXPECT_EQ(result(9), "failed") << "SIGKILL";
+  EXPECT_EQ(result(11 | 0x80), "failed") << "SIGSEGV with a core";
+  o.timed_out = true;
+  EXPECT_EQ(result(9), "timeout");
 }
 
 }  // namespace

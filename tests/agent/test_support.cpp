@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "agent/munge_auth.h"
+#include "common/text.h"
 
 namespace triage::agent::testing {
 
@@ -414,6 +415,17 @@ nlohmann::json lifecycle(const std::string& op, uint64_t job_id, const std::stri
   fields["job_id"] = job_id;
   fields["msg_id"] = msg_id;
   return fields;
+}
+
+std::vector<nlohmann::json> analysis_summaries(const std::string& spool, uint64_t job) {
+  std::vector<nlohmann::json> out;
+  const std::string text = read_file(spool + "/jobs/" + std::to_string(job) + ".jsonl");
+  for (std::string_view line : split(text, '\n')) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("r", "") == "analysis") out.push_back(j);
+  }
+  return out;
 }
 
 KernelEvent make_event(const std::string& id, const std::string& kind, int64_t time_usec,

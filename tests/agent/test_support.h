@@ -129,6 +129,9 @@ void write_sysfs_tree(const std::string& root, const std::vector<FakeGpu>& gpus)
 // The value of one series ("name{labels}" exactly as rendered) in Prometheus text, if present.
 std::optional<double> metric_value(const std::string& text, const std::string& series);
 
+// The analysis summaries ({"r":"analysis",...}) in a job's spool file, oldest first.
+std::vector<nlohmann::json> analysis_summaries(const std::string& spool, uint64_t job);
+
 // Waits up to `ms` for `pred`; true if it became true.
 bool eventually(const std::function<bool()>& pred, int ms = 10000);
 

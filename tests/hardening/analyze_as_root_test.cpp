@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/analyzer/test_support.h"
 
 namespace triage {
@@ -136,6 +138,45 @@ TEST_F(AnalyzeAsRoot, ARootOnlyLogNextToAPlantedReportLinkTouchesNeither) {
   const std::string everything = analyze_trapped(job, "permission denied");
   EXPECT_EQ(everything.find("root-only-secret"), std::string::npos);
   EXPECT_EQ(test::read_file(victim), "root's data\n");
+}
+
+// The agent saw a job directory owned by the user; before the analyzer runs, the user swaps the
+// directory for a symlink to a directory of root's. Whether the analyzer learns the owner from the
+// path (lstat: the link is the user's) or from the agent's evidence (the job's uid), it writes as
+// the user, who cannot write there: root's directory gets no report.
+TEST_F(AnalyzeAsRoot, AJobDirSwappedForALinkToRootsDirectoryGetsNoReportThere) {
+  const fs::path roots = dir_ / "801-roots";
+  fs::create_directories(roots);
+  ::chmod(roots.c_str(), 0755);
+  test::write_file(roots / "log", "Traceback (most recent call last):\nRuntimeError: boom\n");
+  const nlohmann::json evidence = {
+      {"schema_version", 1},
+      {"job", {{"job_id", 801}, {"uid", user_->uid}, {"gid", user_->gid}}},
+      {"nodes", nlohmann::json::array()}};
+  for (const bool with_evidence : {false, true}) {
+    SCOPED_TRACE(with_evidence ? "owner from the agent's evidence" : "owner from the path");
+    const fs::path job = job_dir(with_evidence ? "801-swap-ev" : "801-swap");
+    test::write_file(job / "log", "step 1 loss 2.0\n");
+    own(job / "log");
+    fs::remove_all(job);  // the swap, between the agent's look and the analyzer's write
+    fs::create_symlink(roots, job);
+    own(job);
+    std::vector<std::string> args = {"analyze", "--slurm-state", "none",
+                                     "--write", "--format",      "json"};
+    if (with_evidence) args.insert(args.end(), {"--evidence", "-"});
+    args.push_back(job.string());
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = test::run_cli(args, with_evidence ? evidence.dump() : "");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+    EXPECT_EQ(r.err.find("evidence:"), std::string::npos) << "the evidence was accepted: " << r.err;
+    EXPECT_EQ(r.exit_code, 4) << "the report could not be written: " << r.out << r.err;
+    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(roots))
+      names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"log"}) << "nothing written in root's directory\n"
+                                                      << r.out << r.err;
+  }
 }
 
 }  // namespace
