@@ -97,10 +97,10 @@ double Scenario::jitter(const SeriesKey& k, double t, uint64_t salt) {
 
 Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
   if (spec_.hosts.empty()) throw std::invalid_argument("a scenario needs hosts");
-  if (spec_.start == 0) {
-    const auto now = static_cast<double>(std::time(nullptr));
-    spec_.start = std::floor(now / 3600) * 3600 - 4 * 3600;
-  }
+  // A fixed start (2026-11-21T13:00:00Z): the jitter is a function of absolute time, so a start
+  // that moved with the clock gave each hour of the day different data (a verdict that held at
+  // one hour failed at the next).
+  if (spec_.start == 0) spec_.start = 1795266000;
   // The step schedule.
   const double stop_t = stop();
   double t = spec_.start + spec_.step_time_s * 2;  // startup (compilation) before the first step
