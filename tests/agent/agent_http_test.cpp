@@ -20,6 +20,7 @@ namespace triage::agent {
 namespace {
 
 using testing::AgentHarness;
+using testing::connect_tcp;
 using testing::eventually;
 using testing::FakeGpu;
 using testing::FakeProcess;
@@ -33,19 +34,6 @@ using testing::metric_value;
 using testing::MungeDaemon;
 using testing::socket_json;
 using testing::TempDir;
-
-int connect_tcp(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // promtool's own verdict on the exposition, when promtool is installed.
 std::string promtool_check(const std::string& metrics, const std::string& dir) {

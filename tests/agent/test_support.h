@@ -87,6 +87,9 @@ AgentConfig test_config(const std::string& dir, const std::string& node,
 // drops to that uid (and gid) before connecting, so SO_PEERCRED sees it.
 std::string socket_request(const std::string& socket_path, const std::string& line,
                            std::optional<uid_t> as_uid = std::nullopt);
+// A TCP connection to 127.0.0.1:port, or -1.
+int connect_tcp(int port);
+
 nlohmann::json socket_json(const std::string& socket_path, const nlohmann::json& request,
                            std::optional<uid_t> as_uid = std::nullopt);
 
