@@ -2,11 +2,13 @@
 // the node, slurm-triage spawned by the agent as the job's owner. Jobs are submitted by a non-root
 // user in the training harness's layout (outputs/<id>-<name>.log beside outputs/<id>-<name>/ with
 // a `log` symlink), and the reports they leave are read back.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -163,6 +165,116 @@ TEST(Triage, AKernelOomInTheJobsCgroupIsThePrimaryFailureWithTheKernelLine) {
   EXPECT_EQ(r["primary_failure"], "oom-host") << r.dump(1);
   const std::string md = slurp(j.job_dir() / "triage.md");
   EXPECT_NE(md.find("oom-kill:constraint=CONSTRAINT_MEMCG"), std::string::npos) << md;
+}
+
+// SIGSTOP on the agent for as long as the object lives; SIGCONT when it goes, even when an
+// assertion ends the test early, so that the other tests find a running agent.
+class FrozenAgent {
+ public:
+  explicit FrozenAgent(const SlurmCluster& c) {
+    pid_ = static_cast<pid_t>(std::stol(slurp(fs::path(c.state_dir()) / "pids" / "agent")));
+    if (::kill(pid_, SIGSTOP) != 0) pid_ = 0;
+  }
+  ~FrozenAgent() { thaw(); }
+  FrozenAgent(const FrozenAgent&) = delete;
+  FrozenAgent& operator=(const FrozenAgent&) = delete;
+  bool frozen() const { return pid_ > 0; }
+  void thaw() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  pid_t pid_ = 0;
+};
+
+// The messages the agent applied for a job, as its spool recorded them.
+std::vector<json> applied_messages(const SlurmCluster& c, uint32_t id) {
+  std::vector<json> out;
+  std::istringstream lines(
+      slurp(fs::path(c.inbox_dir()).parent_path() / "jobs" / (std::to_string(id) + ".jsonl")));
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("m")) out.push_back(j["m"]);
+  }
+  return out;
+}
+
+size_t count_op(const std::vector<json>& msgs, const std::string& op) {
+  return static_cast<size_t>(std::count_if(msgs.begin(), msgs.end(),
+                                           [&](const json& m) { return m.value("op", "") == op; }));
+}
+
+// The node's state once the last job's epilog is through (the srun job is not waited for).
+std::string settled_node_state(const SlurmCluster& c) {
+  std::string state = c.node_state();
+  for (int i = 0; i < 150 && state.find("completing") != std::string::npos; ++i) {
+    std::this_thread::sleep_for(milliseconds(200));
+    state = c.node_state();
+  }
+  return state;
+}
+
+TEST(Triage, AHungAgentCostsJobsNothingAndCatchesUpWhenItWakes) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  // Generous for a loaded CI machine, yet far below what a plugin waiting on the agent would cost.
+  constexpr double kEpilogBudgetMs = 1000;
+  constexpr auto kLaunchBudget = seconds(10);
+  std::vector<LayoutJob> jobs;
+  {
+    FrozenAgent frozen(c);
+    ASSERT_TRUE(frozen.frozen());
+    jobs.push_back(submit_layout_job(c, "frozen-ok", "clean-run",
+                                     std::string(kStepLines) + "\nsrun -n 2 true\nexit 0",
+                                     {"-n", "2"}));
+    jobs.push_back(submit_layout_job(
+        c, "frozen-fail", "nccl-run",
+        std::string(kStepLines) +
+            "\nsrun -n 2 bash -c 'if [ $SLURM_PROCID = 1 ]; then echo \"vm:1:1 [1] NCCL WARN "
+            "Timeout waiting for all-reduce after 600000 ms\"; exit 1; fi'\nexit 1",
+        {"-n", "2"}));
+    // An interactive launch, timed: task start and exit go to the plugin while the agent sleeps.
+    const std::string dir = c.make_job_dir("frozen-srun");
+    const auto t0 = std::chrono::steady_clock::now();
+    const CommandResult srun = c.as_user(dir, {"srun", "-n", "2", "true"}, {}, seconds(60));
+    const auto launch = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(srun.ok()) << srun.output;
+    EXPECT_LT(launch, kLaunchBudget)
+        << "srun took " << std::chrono::duration<double>(launch).count() << " s";
+
+    EXPECT_EQ(c.wait_job(jobs[0].id), "COMPLETED");
+    EXPECT_EQ(c.wait_job(jobs[1].id), "FAILED");
+    for (const LayoutJob& j : jobs) {
+      const auto ms = c.epilog_ms(j.id);
+      ASSERT_TRUE(ms.has_value()) << c.logs();
+      EXPECT_LT(*ms, kEpilogBudgetMs) << "job " << j.id;
+      // The plugin fell back to the inbox: the agent was really asleep.
+      EXPECT_EQ(count_op(c.inbox_messages(j.id), "job_end"), 1u) << "job " << j.id;
+      EXPECT_FALSE(fs::exists(j.job_dir() / "triage.md")) << "nobody was awake to write it";
+    }
+    EXPECT_EQ(settled_node_state(c), "idle");
+  }
+
+  // Awake again: it takes the inbox (and the messages that waited in its socket's backlog, which
+  // are the same ones) and writes every report, each message applied once.
+  for (const LayoutJob& j : jobs) {
+    const json summary = wait_for_analysis(c, j.id);
+    expect_users_regular_file(c, j.job_dir() / "triage.md");
+    const auto applied = applied_messages(c, j.id);
+    EXPECT_EQ(count_op(applied, "job_end"), 1u) << summary.dump();
+    EXPECT_EQ(count_op(applied, "task_exit"), 3u) << "batch + two ranks, once each";
+    EXPECT_TRUE(c.inbox_messages(j.id).empty()) << "the inbox was drained";
+  }
+  const json failed = json::parse(slurp(jobs[1].job_dir() / "triage.json"));
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_EQ(failed["primary_failure"], "nccl-timeout");
+  ASSERT_EQ(failed["nodes"].size(), 1u);
+  EXPECT_EQ(failed["nodes"][0]["from_agent"], true) << "the exits came through the inbox";
+  EXPECT_EQ(failed["nodes"][0]["ranks"], json::array({0, 1}));
+  EXPECT_EQ(json::parse(slurp(jobs[0].job_dir() / "triage.json"))["status"], "completed");
+  EXPECT_EQ(settled_node_state(c), "idle");
+  EXPECT_EQ(c.node_reason(), "none");
 }
 
 }  // namespace
