@@ -87,18 +87,22 @@ void Agent::gather_evidence(uint64_t job_id) {
       target +=
           "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
     }
+    // Slurm reaches a node at its NodeAddr, which need not be a name DNS knows (several slurmd
+    // per host, private fabrics); the peer agent listens there too.
+    std::map<std::string, std::string> addresses;
+    if (slurm_ && facts.nodes.size() > 1) {
+      std::lock_guard<std::mutex> l(slurm_mu_);
+      std::string error;
+      addresses = slurm_->node_addresses(facts.nodes, error);
+      if (!error.empty()) {
+        spdlog::info("job {}: node addresses unavailable ({}); reaching peers by name", job_id,
+                     error);
+      }
+    }
     for (const std::string& node : facts.nodes) {
       if (node == self) continue;
-      // Slurm reaches a node at its NodeAddr, which need not be a name DNS knows (several slurmd
-      // per host, private fabrics); the peer agent listens there too.
-      std::string where = node;
-      if (slurm_) {
-        std::lock_guard<std::mutex> l(slurm_mu_);
-        std::string error;
-        const auto state = slurm_->load_node(node, error);
-        if (state && !state->addr.empty()) where = state->addr;
-      }
-      requests.push_back({node, peer_url(where), target});
+      const auto addr = addresses.find(node);
+      requests.push_back({node, peer_url(addr != addresses.end() ? addr->second : node), target});
     }
     std::vector<NodeEvidence> peers;
     for (const PeerResponse& r : fetch_from_peers(requests, fetch)) {

@@ -16,6 +16,11 @@ class OfflineSlurmClient : public SlurmClient {
     error = reason_;
     return std::nullopt;
   }
+  std::map<std::string, std::string> node_addresses(const std::vector<std::string>&,
+                                                    std::string& error) override {
+    error = reason_;
+    return {};
+  }
   bool drain_node(const std::string&, const std::string&, std::string& error) override {
     error = reason_;
     return false;

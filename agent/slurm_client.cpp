@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -180,6 +182,24 @@ class LibslurmClient final : public SlurmClient {
       out = s;
     }
     if (!out) error = "slurmctld knows no node " + node;
+    slurm_free_node_info_msg(resp);
+    return out;
+  }
+
+  std::map<std::string, std::string> node_addresses(const std::vector<std::string>& nodes,
+                                                    std::string& error) override {
+    std::map<std::string, std::string> out;
+    node_info_msg_t* resp = nullptr;
+    if (slurm_load_node(0, &resp, SHOW_ALL) != SLURM_SUCCESS) {
+      error = last_slurm_error("slurm_load_node");
+      return out;
+    }
+    const std::set<std::string> wanted(nodes.begin(), nodes.end());
+    for (uint32_t i = 0; resp != nullptr && i < resp->record_count; ++i) {
+      const node_info_t& n = resp->node_array[i];
+      if (n.name == nullptr || wanted.count(n.name) == 0) continue;
+      out[n.name] = n.node_addr != nullptr && *n.node_addr != '\0' ? n.node_addr : n.name;
+    }
     slurm_free_node_info_msg(resp);
     return out;
   }

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/model.h"
 
@@ -32,6 +34,12 @@ class SlurmClient {
   virtual std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) = 0;
 
   virtual std::optional<SlurmNodeState> load_node(const std::string& node, std::string& error) = 0;
+
+  // Where each of `nodes` is reached (NodeAddr), from one load of the node table: a job end on a
+  // 256-node job asks slurmctld once, not once per peer. Nodes slurmctld does not know are left
+  // out; on failure the map is empty and `error` says why.
+  virtual std::map<std::string, std::string> node_addresses(const std::vector<std::string>& nodes,
+                                                            std::string& error) = 0;
 
   // Sets DRAIN on `node` with reason "triage: <why>". Refuses (returns false with `error`) when the
   // node is already drained or down for another reason: the agent never overrides, and never

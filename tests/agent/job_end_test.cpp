@@ -208,6 +208,45 @@ TEST_F(JobEnd, TheBatchHostRunsTheAnalysisAsTheOwnerWithEveryNodesEvidence) {
       metric_value(a.agent().metrics(), R"(triage_analyses_total{host="node-a",result="ok"})"), 1);
 }
 
+TEST_F(JobEnd, PeersAreReachedAtTheirNodeAddrFromOneLoadOfTheNodeTable) {
+  // node-b's slurmd (and its agent) is reached on a fabric address that is not its name.
+  a.options.peer_url = [this](const std::string& where) {
+    return where == "10.1.0.2" ? url("node-b") : url("nowhere");
+  };
+  SlurmNodeState b_state;
+  b_state.name = "node-b";
+  b_state.state = "ALLOCATED";
+  b_state.addr = "10.1.0.2";
+  a.slurm().set_node(b_state);
+  start();
+  const int64_t t0 = now_usec();
+  JobFacts facts;
+  facts.job_id = 4343;
+  facts.name = "wide";
+  facts.uid = kNobody;
+  facts.gid = kNogroup;
+  facts.state = "FAILED";
+  facts.work_dir = work;
+  facts.stdout_path = work + "/outputs/4343-wide.log";
+  // node-c and node-d are not in slurmctld's node table (any more): they are tried by name.
+  facts.nodes = {"node-a", "node-b", "node-c", "node-d"};
+  facts.batch_host = "node-a";
+  facts.start_time = t0 / 1000000 - 5;
+  facts.end_time = t0 / 1000000 + 60;
+  a.slurm().set_job(facts);
+  run_job(4343, "node-a,node-b", "wide", "basic", t0);
+
+  std::vector<nlohmann::json> records;
+  ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 4343)).empty(); }));
+  const Evidence ev = evidence_from_json(records[0]["evidence"], "stdin");
+  ASSERT_EQ(ev.nodes.size(), 4u);
+  EXPECT_EQ(ev.nodes[1].host, "node-b") << "named as Slurm names it, reached at its NodeAddr";
+  EXPECT_TRUE(ev.nodes[1].reachable) << ev.nodes[1].error;
+  EXPECT_FALSE(ev.nodes[2].reachable);
+  EXPECT_FALSE(ev.nodes[3].reachable);
+  EXPECT_EQ(a.slurm().node_table_loads(), 1) << "one load for every peer, not one per peer";
+}
+
 TEST_F(JobEnd, WithoutTheControllerTheEpilogsPatternIsExpandedAndADeadNodeIsNamed) {
   a.config.report_path = "/tmp/nonexistent-reports/%u/%j.md";
   start();

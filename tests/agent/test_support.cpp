@@ -153,6 +153,23 @@ std::optional<SlurmNodeState> FakeSlurm::load_node(const std::string& node, std:
   return it->second;
 }
 
+std::map<std::string, std::string> FakeSlurm::node_addresses(const std::vector<std::string>& nodes,
+                                                             std::string&) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++node_table_loads_;
+  std::map<std::string, std::string> out;
+  for (const std::string& n : nodes) {
+    auto it = nodes_.find(n);
+    if (it != nodes_.end()) out[n] = it->second.addr.empty() ? n : it->second.addr;
+  }
+  return out;
+}
+
+int FakeSlurm::node_table_loads() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return node_table_loads_;
+}
+
 bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std::string& error) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);

@@ -63,12 +63,15 @@ class FakeSlurm : public SlurmClient {
  public:
   std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) override;
   std::optional<SlurmNodeState> load_node(const std::string& node, std::string& error) override;
+  std::map<std::string, std::string> node_addresses(const std::vector<std::string>& nodes,
+                                                    std::string& error) override;
   bool drain_node(const std::string& node, const std::string& why, std::string& error) override;
 
   void set_job(JobFacts facts);
   void set_node(SlurmNodeState state);
   std::vector<std::pair<std::string, std::string>> drains() const;
   int load_job_calls() const;
+  int node_table_loads() const;
 
  private:
   mutable std::mutex mu_;
@@ -76,6 +79,7 @@ class FakeSlurm : public SlurmClient {
   std::map<std::string, SlurmNodeState> nodes_;
   std::vector<std::pair<std::string, std::string>> drains_;
   int load_job_calls_ = 0;
+  int node_table_loads_ = 0;
 };
 
 // A configuration rooted in `dir`: spool, socket, inbox, loopback HTTP on a free port, fixture
