@@ -24,6 +24,7 @@ HeartbeatCheck check_heartbeat(
     const std::map<int64_t, std::pair<int64_t, uint32_t>>& first_error_by_rank,
     const SignatureCatalog& catalog) {
   HeartbeatCheck h;
+  h.timeout_s = facts.config.heartbeat_timeout_s;
   if (facts.heartbeat.line == 0) return h;
   h.present = true;
   h.line = facts.heartbeat.line;

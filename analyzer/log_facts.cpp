@@ -360,6 +360,12 @@ void FactCollector::on_passthrough(const LineText& lt, int64_t line_no) {
   if (auto it = kv.find("checkpoint_period"); it != kv.end()) {
     if (const auto v = parse_int(it->second); v && *v > 0) c.checkpoint_period = *v;
   }
+  if (auto it = kv.find("async_checkpointing"); it != kv.end()) {
+    if (const auto b = truthy(it->second)) c.async_checkpointing = *b;
+  }
+  if (auto it = kv.find("jax_distributed_heartbeat_timeout_seconds"); it != kv.end()) {
+    if (const auto v = parse_double(it->second); v && *v > 0) c.heartbeat_timeout_s = *v;
+  }
 }
 
 void FactCollector::on_config_param(const LineText& lt) {
@@ -375,6 +381,10 @@ void FactCollector::on_config_param(const LineText& lt) {
     if (const auto v = parse_int(value); v && *v > 0) c.checkpoint_period = *v;
   } else if (key == "enable_checkpointing") {
     if (const auto b = truthy(value)) c.enable_checkpointing = *b;
+  } else if (key == "async_checkpointing") {
+    if (const auto b = truthy(value)) c.async_checkpointing = *b;
+  } else if (key == "jax_distributed_heartbeat_timeout_seconds") {
+    if (const auto v = parse_double(value); v && *v > 0) c.heartbeat_timeout_s = *v;
   } else if (key == "steps" && !c.total_steps) {
     if (const auto v = parse_int(value); v && *v > 0) {
       c.total_steps = *v;

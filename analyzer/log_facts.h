@@ -72,7 +72,9 @@ struct RunConfigFacts {
   std::string total_steps_source;
   std::optional<int64_t> checkpoint_period;
   std::optional<bool> enable_checkpointing;
-  std::string passthrough;  // the PASSTHROUGH_ARGS text (bounded)
+  std::optional<bool> async_checkpointing;
+  std::optional<double> heartbeat_timeout_s;  // jax_distributed_heartbeat_timeout_seconds
+  std::string passthrough;                    // the PASSTHROUGH_ARGS text (bounded)
   int64_t passthrough_line = 0;
 };
 

@@ -1,7 +1,12 @@
 #include "analyzer/progress_projection.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <limits>
+#include <string_view>
+
+#include "common/text.h"
 
 namespace triage {
 
@@ -78,8 +83,35 @@ void decide_last_step_time(const ProgressInput& in, const StepSegment& s, Progre
   }
 }
 
+// "loss: 9.477" or "loss=nan" on a step line; not "lb_loss:" or "moe_lb_loss=".
+std::optional<double> loss_on(std::string_view line) {
+  for (size_t at = line.find("loss"); at != std::string_view::npos;
+       at = line.find("loss", at + 4)) {
+    if (at > 0) {
+      const char before = line[at - 1];
+      if (std::isalnum(static_cast<unsigned char>(before)) != 0 || before == '_') continue;
+    }
+    std::string_view v = line.substr(at + 4);
+    while (!v.empty() && v.front() == ' ')
+      v.remove_prefix(1);
+    if (v.empty() || (v.front() != ':' && v.front() != '=')) continue;
+    v.remove_prefix(1);
+    while (!v.empty() && v.front() == ' ')
+      v.remove_prefix(1);
+    size_t n = 0;
+    while (n < v.size() && n < 32 && v[n] != ',' && v[n] != ' ' && v[n] != ';' && v[n] != '\r')
+      ++n;
+    const std::string_view token = v.substr(0, n);
+    if (token == "nan" || token == "NaN" || token == "-nan")
+      return std::numeric_limits<double>::quiet_NaN();
+    return parse_double(token);
+  }
+  return std::nullopt;
+}
+
 void decide_checkpoints(const LogFacts& f, ProgressProjection& p) {
   p.checkpointing_enabled = f.config.enable_checkpointing;
+  p.async_checkpointing = f.config.async_checkpointing;
   if (f.config.checkpoint_period) {
     p.checkpoint_period = f.config.checkpoint_period;
     p.checkpoint_period_source = "config";
@@ -136,6 +168,7 @@ ProgressProjection project_progress(const ProgressInput& in) {
   decide_step_time(s, p);
   decide_last_step_time(in, s, p);
   decide_checkpoints(f, p);
+  p.last_loss = loss_on(s.last_text);
   if (p.step_seconds && p.total_steps) {
     p.remaining_seconds =
         static_cast<double>(std::max<int64_t>(0, *p.total_steps - 1 - p.last_step)) *

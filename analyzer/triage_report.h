@@ -57,6 +57,8 @@ struct ProgressProjection {  // NOLINT(clang-analyzer-optin.performance.Padding)
   std::string checkpoint_period_source;  // "Config param", "PASSTHROUGH_ARGS", "default
                                          // (enable_checkpointing=true)"
   std::optional<bool> checkpointing_enabled;
+  std::optional<bool> async_checkpointing;  // saves overlap the next steps
+  std::optional<double> last_loss;          // on the last completed step's line (NaN when "nan")
   std::optional<int64_t> last_periodic_checkpoint;  // saved by this run
   std::optional<int64_t> resume_step;               // where a restart would resume from
   std::optional<int64_t> progress_lost_steps;
@@ -85,6 +87,7 @@ struct NodeRow {
 
 struct HeartbeatCheck {
   bool present = false;
+  std::optional<double> timeout_s;  // jax_distributed_heartbeat_timeout_seconds, when the log says
   int64_t line = 0;
   std::vector<int64_t> accused;
   std::vector<int64_t> self_reported;  // accused tasks that logged their own death afterwards

@@ -94,6 +94,9 @@ tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
   }
   r.checkpoint_period = p.checkpoint_period;
   r.step_time_s = p.step_seconds;
+  r.last_loss = p.last_loss;  // checks that the TSDB is this job's (tb_learning_loss at that step)
+  r.async_checkpointing = p.async_checkpointing.value_or(false);
+  r.heartbeat_timeout_s = t.heartbeat.timeout_s;
 
   if (t.heartbeat.present) {
     for (int64_t task : t.heartbeat.accused) {

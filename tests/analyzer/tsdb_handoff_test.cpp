@@ -1,6 +1,9 @@
 // What full mode tells the TSDB playbooks about a job, and how their answer lands in the report.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "analyzer/job_analysis.h"
 #include "analyzer/report_render.h"
 #include "analyzer/tsdb_handoff.h"
 #include "tests/analyzer/test_support.h"
@@ -204,6 +207,52 @@ TEST(TsdbHandoff, ABadMetricsSettingIsNamedByFileAndLineAndNothingOfTheFileIsUse
       << errors[0].what();
   EXPECT_TRUE(o.cluster_url.empty());
   EXPECT_EQ(o.host_label, "host");
+}
+
+// A heartbeat-timeout job's own log, read by the analyzer: what it says about the run's config and
+// its last loss is what the playbooks are given (they used their defaults before).
+Triage analysed(const std::string& log_text) {
+  test::ScratchDir dir("handoff-log");
+  const auto job = dir / "outputs/4243-llama";
+  std::filesystem::create_directories(job);
+  test::write_file(dir / "outputs/4243-llama.log", log_text);
+  std::filesystem::create_symlink("../4243-llama.log", job / "log");
+  AnalysisOptions opt;
+  opt.slurm_state_option = "FAILED";
+  return analyze_job(resolve_job_path(job.string()), test::shipped_plan(), nullptr, opt).triage;
+}
+
+TEST(TsdbHandoff, TheLogsLastLossHeartbeatTimeoutAndAsyncCheckpointingReachThePlaybooks) {
+  const Triage t = analysed(
+      "PASSTHROUGH_ARGS=steps=5000 enable_checkpointing=true checkpoint_period=100 "
+      "async_checkpointing=true jax_distributed_heartbeat_timeout_seconds=14400\n"
+      "0: [2026-11-21 10:04:02] completed step: 0, seconds: 95.0, loss: 11.200\n"
+      "0: [2026-11-21 10:04:13] completed step: 1, seconds: 11.9, moe_lb_loss: 0.5, loss: 11.199\n"
+      "0: [2026-11-21 10:04:25] completed step: 2, seconds: 11.9, moe_lb_loss: 0.4, loss: "
+      "11.0625\n");
+  EXPECT_EQ(t.progress.async_checkpointing, true);
+  const auto r = tsdb_request_for(t, nullptr, {});
+  ASSERT_TRUE(r.last_loss);
+  EXPECT_DOUBLE_EQ(*r.last_loss, 11.0625) << "the last step's loss, not its MoE balance loss";
+  ASSERT_TRUE(r.heartbeat_timeout_s);
+  EXPECT_DOUBLE_EQ(*r.heartbeat_timeout_s, 14400);
+  EXPECT_TRUE(r.async_checkpointing);
+}
+
+TEST(TsdbHandoff, ALossThatWentNanIsPassedAsNanAndALogWithoutTheKeysPassesNothing) {
+  const Triage diverged =
+      analysed("0: [2026-11-21 10:04:02] completed step: 7, seconds: 9.0, loss=nan\n");
+  const auto r = tsdb_request_for(diverged, nullptr, {});
+  ASSERT_TRUE(r.last_loss);
+  EXPECT_TRUE(std::isnan(*r.last_loss));
+  EXPECT_FALSE(r.heartbeat_timeout_s) << "the playbook's default (100 s) applies";
+  EXPECT_FALSE(r.async_checkpointing);
+
+  const Triage no_loss = analysed(
+      "Config param async_checkpointing: False\n"
+      "0: [2026-11-21 10:04:02] completed step: 7, seconds: 9.0, lb_loss: 0.3\n");
+  EXPECT_FALSE(tsdb_request_for(no_loss, nullptr, {}).last_loss);
+  EXPECT_EQ(no_loss.progress.async_checkpointing, false);
 }
 
 }  // namespace
