@@ -125,6 +125,26 @@ class JobEnd : public ::testing::Test {
     }
   }
 
+  // What slurmctld says of a failed job of nobody's on `nodes`, batch step on node-a, that ran
+  // around `t0`; its expanded StdOut is what the analyzer is pointed at.
+  JobFacts failed_job(uint64_t id, const std::string& name, std::vector<std::string> nodes,
+                      int64_t t0) const {
+    JobFacts facts;
+    facts.job_id = id;
+    facts.name = name;
+    facts.user = "nobody";
+    facts.uid = kNobody;
+    facts.gid = kNogroup;
+    facts.state = "FAILED";
+    facts.work_dir = work;
+    facts.stdout_path = work + "/outputs/" + std::to_string(id) + "-" + name + ".log";
+    facts.nodes = std::move(nodes);
+    facts.batch_host = "node-a";
+    facts.start_time = t0 / 1000000 - 5;
+    facts.end_time = t0 / 1000000 + 60;
+    return facts;
+  }
+
   TempDir scratch{"jobend"};
   TempDir munge_dir{"munge"};
   MungeDaemon munge{munge_dir.path()};
@@ -136,21 +156,7 @@ class JobEnd : public ::testing::Test {
 TEST_F(JobEnd, TheBatchHostRunsTheAnalysisAsTheOwnerWithEveryNodesEvidence) {
   start();
   const int64_t t0 = now_usec();
-  // slurmctld knows the job: its expanded StdOut is what the analyzer is pointed at.
-  JobFacts facts;
-  facts.job_id = 4242;
-  facts.name = "llama-70b";
-  facts.user = "nobody";
-  facts.uid = kNobody;
-  facts.gid = kNogroup;
-  facts.state = "FAILED";
-  facts.work_dir = work;
-  facts.stdout_path = work + "/outputs/4242-llama-70b.log";
-  facts.nodes = {"node-a", "node-b"};
-  facts.batch_host = "node-a";
-  facts.start_time = t0 / 1000000 - 5;
-  facts.end_time = t0 / 1000000 + 60;
-  a.slurm().set_job(facts);
+  a.slurm().set_job(failed_job(4242, "llama-70b", {"node-a", "node-b"}, t0));
   // node-b's kernel killed rank 1 for the job's cgroup.
   KernelEvent oom = make_event("boot-b:1912", "oom-kill", t0 + 1000);
   oom.job_id = 4242;
@@ -220,20 +226,8 @@ TEST_F(JobEnd, PeersAreReachedAtTheirNodeAddrFromOneLoadOfTheNodeTable) {
   a.slurm().set_node(b_state);
   start();
   const int64_t t0 = now_usec();
-  JobFacts facts;
-  facts.job_id = 4343;
-  facts.name = "wide";
-  facts.uid = kNobody;
-  facts.gid = kNogroup;
-  facts.state = "FAILED";
-  facts.work_dir = work;
-  facts.stdout_path = work + "/outputs/4343-wide.log";
   // node-c and node-d are not in slurmctld's node table (any more): they are tried by name.
-  facts.nodes = {"node-a", "node-b", "node-c", "node-d"};
-  facts.batch_host = "node-a";
-  facts.start_time = t0 / 1000000 - 5;
-  facts.end_time = t0 / 1000000 + 60;
-  a.slurm().set_job(facts);
+  a.slurm().set_job(failed_job(4343, "wide", {"node-a", "node-b", "node-c", "node-d"}, t0));
   run_job(4343, "node-a,node-b", "wide", "basic", t0);
 
   std::vector<nlohmann::json> records;
