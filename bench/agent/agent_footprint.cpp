@@ -95,7 +95,7 @@ double grep_cpu_seconds(const std::string& dir, long lines) {
   }
   const pid_t pid = ::fork();
   if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) ::_exit(127);
     ::execlp("grep", "grep", "-c", "amdgpu", file.c_str(), nullptr);
     ::_exit(127);
   }
