@@ -44,7 +44,7 @@ long rss_kib() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   }
   return -1;
 }
@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const int64_t v = parse_int(argv[i + 1]).value_or(-1);
     if (v <= 0) {
-      std::fprintf(stderr, "%s: expected a positive number, got '%s'\n", a.c_str(), argv[i + 1]);
+      (void)std::fprintf(stderr, "%s: expected a positive number, got '%s'\n", a.c_str(),
+                         argv[i + 1]);
       return 2;
     }
     if (a == "--minutes") {
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
     } else if (a == "--jobs-per-minute") {
       jobs_per_minute = v;
     } else {
-      std::fprintf(stderr, "usage: agent_soak [--minutes N | --seconds N] [--jobs-per-minute N]\n");
+      (void)std::fprintf(stderr,
+                         "usage: agent_soak [--minutes N | --seconds N] [--jobs-per-minute N]\n");
       return 2;
     }
   }
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
           "/proc\nSysfsRoot=" + dir + "/sys\nAnalyzerPath=/bin/true\nEvidenceSettleDelay=0\n",
       "soak.conf");
   if (!load.errors.empty()) {
-    std::fprintf(stderr, "%s\n", load.errors.front().what());
+    (void)std::fprintf(stderr, "%s\n", load.errors.front().what());
     return 1;
   }
   AgentOptions options;
