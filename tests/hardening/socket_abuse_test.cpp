@@ -134,7 +134,7 @@ TEST_F(SocketAbuse, AFloodOfOversizedLinesIsRefusedWithoutGrowingWithoutBound) {
   const int fd = connect_unix(h.socket());
   ASSERT_GE(fd, 0);
   // 4 MiB without a newline: the agent answers once and hangs up rather than buffering it.
-  const std::string chunk(64 * 1024, 'x');
+  const std::string chunk(size_t{64} * 1024, 'x');
   size_t sent = 0;
   for (int i = 0; i < 64; ++i) {
     const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
