@@ -55,7 +55,7 @@ std::string read_boot_id(const std::string& proc_root) {
        {proc_root + "/sys/kernel/random/boot_id", std::string("/proc/sys/kernel/random/boot_id")}) {
     try {
       UniqueFd f = open_regular_file(p, false);
-      const std::string id(trim(read_fd_limited(f.get(), 128)));
+      std::string id(trim(read_fd_limited(f.get(), 128)));
       if (!id.empty()) return id;
     } catch (const std::exception&) {
       // try the next one; /proc files are not regular files on every kernel
@@ -64,7 +64,7 @@ std::string read_boot_id(const std::string& proc_root) {
     if (f == nullptr) continue;
     char buf[128] = {};
     const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
-    std::fclose(f);
+    (void)std::fclose(f);  // read-only: nothing to flush
     if (ok && !trim(buf).empty()) return std::string(trim(buf));
   }
   return "unknown-boot";
@@ -181,7 +181,7 @@ Agent::~Agent() {
 
 void Agent::start() {
   // A client that goes away mid-answer must not kill the agent.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);  // cannot fail for a valid signal number
   stats_.started_usec = now_usec();
   boot_id_ =
       opts_.boot_id.empty() ? spelled_like_events(read_boot_id(cfg_.proc_root)) : opts_.boot_id;
@@ -286,7 +286,7 @@ void Agent::start() {
 
   // Periodic work on the loop: health, inbox backstop, maintenance, systemd watchdog.
   struct Ticker {
-    static void every(EventLoop& loop, int64_t ms, std::function<void()> fn) {
+    static void every(EventLoop& loop, int64_t ms, const std::function<void()>& fn) {
       loop.after(ms, [&loop, ms, fn]() {
         fn();
         every(loop, ms, fn);
@@ -427,7 +427,7 @@ void Agent::normalize(KernelEvent& e) const {
     for (const auto& l : e.lines)
       basis += "|" + l;
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(basis)));
+    (void)std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(basis)));
     e.id = "anon:" + e.boot_id + ":" + buf;
   }
 }
@@ -650,9 +650,8 @@ void Agent::maintain() {
   const int64_t cutoff = now - cfg_.spool_retention_sec * 1000000;
   events_.prune(cutoff);
   spool_.expire_event_segments(cutoff);
-  for (auto it = pileup_emitted_.begin(); it != pileup_emitted_.end();) {
-    it = events_.find(it->first) == nullptr ? pileup_emitted_.erase(it) : std::next(it);
-  }
+  std::erase_if(pileup_emitted_,
+                [this](const auto& emitted) { return events_.find(emitted.first) == nullptr; });
 
   // Jobs: expire by age; keep memory bounded (evicted jobs stay in the spool, loaded on demand).
   std::vector<std::pair<int64_t, uint64_t>> ended;

@@ -56,7 +56,9 @@ struct AgentOptions {
   bool notify_systemd = false;
 };
 
-class Agent {
+// Members are grouped with the mutex that guards them; ordering them for size instead would save
+// 32 bytes in the one Agent of the process.
+class Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): see above
  public:
   Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOptions options = {});
   ~Agent();
@@ -129,7 +131,8 @@ class Agent {
   void pump_analyses();
   void gather_evidence(uint64_t job_id);
   void launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<NodeEvidence> peers,
-                       std::optional<Identity> who, std::string home, std::string error);
+                       std::optional<Identity> who, const std::string& home,
+                       const std::string& error);
   void analysis_done(uint64_t job_id, const JobFacts& facts, const std::string& target,
                      const std::vector<std::string>& unreachable, const AnalysisOutcome& outcome);
   void record_summary(uint64_t job_id, nlohmann::json summary);

@@ -145,7 +145,8 @@ void Agent::gather_evidence(uint64_t job_id) {
 }
 
 void Agent::launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<NodeEvidence> peers,
-                            std::optional<Identity> who, std::string home, std::string error) {
+                            std::optional<Identity> who, const std::string& home,
+                            const std::string& error) {
   JobRecord* j = job(job_id);
   std::vector<std::string> unreachable;
   for (const auto& p : peers) {
@@ -192,9 +193,10 @@ void Agent::launch_analysis(uint64_t job_id, const JobFacts& facts, std::vector<
   req.output_max = cfg_.analysis_output_max;
   spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target,
                who->uid, ev.nodes.size(), unreachable.size());
-  analyses_.start(std::move(req), [this, job_id, facts, target, unreachable](AnalysisOutcome o) {
-    analysis_done(job_id, facts, target, unreachable, o);
-  });
+  analyses_.start(std::move(req),
+                  [this, job_id, facts, target, unreachable](const AnalysisOutcome& o) {
+                    analysis_done(job_id, facts, target, unreachable, o);
+                  });
 }
 
 void Agent::analysis_done(uint64_t job_id, const JobFacts& facts, const std::string& target,
@@ -243,15 +245,13 @@ void Agent::maybe_drain() {
       std::lock_guard<std::mutex> l(slurm_mu_);
       if (!slurm_) {
         state = "failed: no Slurm client";
-      } else if (auto n = slurm_->load_node(node, error); !n) {
-        state = "failed: " + error;
-      } else if (n->drain || n->down) {
+      } else if (auto n = slurm_->load_node(node, error); n && (n->drain || n->down)) {
         // Never touch a drain somebody else made, and never undo one.
         settled = true;
         state = n->reason.rfind("triage:", 0) == 0
                     ? "drained by triage"
                     : "left alone: already " + n->state + " (" + n->reason + ")";
-      } else if (slurm_->drain_node(node, reason, error)) {
+      } else if (n && slurm_->drain_node(node, reason, error)) {
         settled = true;
         state = "drained by triage";
       } else {

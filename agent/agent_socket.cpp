@@ -19,8 +19,8 @@ namespace triage::agent {
 
 namespace {
 
-constexpr size_t kMaxRequest = 64 * 1024;
-constexpr size_t kMaxInboxFile = 64 * 1024;
+constexpr size_t kMaxRequest = size_t{64} * 1024;
+constexpr size_t kMaxInboxFile = size_t{64} * 1024;
 
 nlohmann::json fail(const std::string& why) {
   return {{"ok", false}, {"error", why}};

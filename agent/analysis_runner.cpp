@@ -109,6 +109,7 @@ void AnalysisRunner::start(AnalysisRequest request, Done done) {
       "SLURM_TRIAGE_AGENT=1",
   };
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& e : env_strings)
     envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -127,7 +128,7 @@ void AnalysisRunner::start(AnalysisRequest request, Done done) {
     sigset_t all;
     sigemptyset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
+    (void)::signal(SIGPIPE, SIG_DFL);
     if (::dup3(child_st.get(), 3, O_CLOEXEC) < 0) ::_exit(125);
     if (::dup2(child_in.get(), 0) < 0 || ::dup2(child_out.get(), 1) < 0 ||
         ::dup2(child_err.get(), 2) < 0) {
@@ -217,7 +218,7 @@ void AnalysisRunner::on_output(uint64_t id, int fd, bool is_stdout) {
   Run& r = *it->second;
   bool truncated = false;
   std::string& into = is_stdout ? r.outcome.out : r.outcome.err;
-  const size_t cap = is_stdout ? r.request.output_max : 64 * 1024;
+  const size_t cap = is_stdout ? r.request.output_max : size_t{64} * 1024;
   if (!read_available(fd, into, cap, truncated)) {
     loop_.remove(fd);
     (is_stdout ? r.out : r.err).reset();
@@ -251,7 +252,7 @@ void AnalysisRunner::finish(uint64_t id) {
     loop_.remove(r->out.get());
   }
   if (r->err) {
-    read_available(r->err.get(), r->outcome.err, 64 * 1024, truncated);
+    read_available(r->err.get(), r->outcome.err, size_t{64} * 1024, truncated);
     loop_.remove(r->err.get());
   }
   if (r->in) loop_.remove(r->in.get());

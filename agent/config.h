@@ -20,7 +20,7 @@ struct AgentConfig {
 
   std::string spool_dir = "/var/spool/slurm-triage";
   std::string inbox_dir;  // default: <spool_dir>/inbox
-  int64_t spool_retention_sec = 14 * 86400;
+  int64_t spool_retention_sec = int64_t{14} * 86400;
   int64_t spool_max_bytes = 256LL << 20;
   size_t max_node_events = 20000;
 
@@ -32,7 +32,7 @@ struct AgentConfig {
   int http_port = 6829;  // 0: any free port (tests)
   int64_t http_timeout_ms = 10000;
   size_t http_max_connections = 128;
-  size_t http_max_header_bytes = 16 * 1024;
+  size_t http_max_header_bytes = size_t{16} * 1024;
   std::string munge_socket;  // empty: libmunge's default
 
   std::string drain_policy = "recommend";  // recommend | auto

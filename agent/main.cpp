@@ -19,7 +19,7 @@
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(
+  (void)std::fprintf(
       out,
       "usage: slurm-triage-agent [--config PATH] [--set Key=Value]... [--check-config]\n"
       "\n"
@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
     } else if (a == "--check-config") {
       check_only = true;
     } else if (a == "--print-example") {
-      std::fputs(triage::agent::render_config_example().c_str(), stdout);
-      return 0;
+      const bool written = std::fputs(triage::agent::render_config_example().c_str(), stdout) >= 0;
+      return written && std::fflush(stdout) == 0 ? 0 : 1;
     } else if (a == "--version" || a == "-V") {
       std::printf("slurm-triage-agent %s\n", triage::kVersion);
       return 0;
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     } else {
-      std::fprintf(stderr, "slurm-triage-agent: unknown argument '%s'\n\n", a.c_str());
+      (void)std::fprintf(stderr, "slurm-triage-agent: unknown argument '%s'\n\n", a.c_str());
       usage(stderr);
       return 2;
     }
@@ -88,13 +88,14 @@ int main(int argc, char** argv) {
       triage::agent::load_agent_config(exists || !default_path ? config_path : "", overrides);
   if (!load.errors.empty()) {
     for (const auto& e : load.errors)
-      std::fprintf(stderr, "%s\n", e.what());
-    std::fprintf(stderr, "slurm-triage-agent: %zu configuration error(s)\n", load.errors.size());
+      (void)std::fprintf(stderr, "%s\n", e.what());
+    (void)std::fprintf(stderr, "slurm-triage-agent: %zu configuration error(s)\n",
+                       load.errors.size());
     return 1;
   }
   if (check_only) {
-    std::fputs(load.dump.c_str(), stdout);
-    return 0;
+    const bool written = std::fputs(load.dump.c_str(), stdout) >= 0;
+    return written && std::fflush(stdout) == 0 ? 0 : 1;
   }
 
   triage::init_logging("slurm-triage-agent", load.config.log_level);

@@ -68,9 +68,9 @@ void MetricsText::sample(std::string_view name, const Labels& l, double value) {
   append_labels(out, l);
   char buf[64];
   if (std::isnan(value)) {
-    std::snprintf(buf, sizeof buf, " NaN\n");
+    (void)std::snprintf(buf, sizeof buf, " NaN\n");
   } else {
-    std::snprintf(buf, sizeof buf, " %.17g\n", value);
+    (void)std::snprintf(buf, sizeof buf, " %.17g\n", value);
   }
   out += buf;
 }

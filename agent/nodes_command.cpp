@@ -25,7 +25,7 @@ namespace triage::agent {
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(
+  (void)std::fprintf(
       out,
       "usage: slurm-triage nodes [--nodes HOSTLIST] [--format table|json] [options]\n"
       "\n"
@@ -219,7 +219,7 @@ int run_nodes(int argc, char** argv) {
   ConfigLoad load = load_agent_config(use_file ? config_path : "");
   if (!load.errors.empty()) {
     for (const auto& e : load.errors)
-      std::fprintf(stderr, "%s\n", e.what());
+      (void)std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
   if (socket_path.empty()) socket_path = load.config.socket_path;
@@ -258,7 +258,7 @@ int nodes_main(int argc, char** argv) {
   try {
     return run_nodes(argc, argv);
   } catch (const InputError& e) {
-    std::fprintf(stderr, "%s\n\n", e.what());
+    (void)std::fprintf(stderr, "%s\n\n", e.what());
     usage(stderr);
     return 2;
   }

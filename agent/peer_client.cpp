@@ -101,7 +101,7 @@ std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& reque
     curl_easy_setopt(t->easy, CURLOPT_PROTOCOLS_STR, "http,https");
     // A proxy from the environment must never see cluster-internal traffic.
     curl_easy_setopt(t->easy, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, reinterpret_cast<char*>(i));
+    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t.get());  // heap-owned: moving t keeps it
     curl_multi_add_handle(multi, t->easy);
     transfers[i] = std::move(t);
   }
@@ -115,9 +115,9 @@ std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& reque
       if (m->msg != CURLMSG_DONE) continue;
       char* priv = nullptr;
       curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
-      const auto i = reinterpret_cast<size_t>(priv);
-      transfers[i]->done = true;
-      transfers[i]->result = m->data.result;
+      auto* finished = reinterpret_cast<Transfer*>(priv);
+      finished->done = true;
+      finished->result = m->data.result;
     }
     if (running == 0) break;
     curl_multi_poll(multi, nullptr, 0, 100, nullptr);

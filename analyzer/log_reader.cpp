@@ -143,8 +143,9 @@ std::vector<LineCopy> read_tail_lines(int fd, uint64_t end, int64_t total_lines,
   std::reverse(starts.begin(), starts.end());
   out.reserve(starts.size());
   for (size_t i = 0; i < starts.size(); ++i) {
-    uint64_t line_end = i + 1 < starts.size() ? starts[i + 1] - 1 : end;
-    if (i + 1 == starts.size() && line_end > starts[i]) {
+    const bool last_line = i + 1 == starts.size();
+    uint64_t line_end = last_line ? end : starts[i + 1] - 1;
+    if (last_line && line_end > starts[i]) {
       char last = 0;
       if (pread_some(fd, &last, 1, end - 1) == 1 && last == '\n') line_end = end - 1;
     }

@@ -17,7 +17,7 @@ constexpr size_t kShortQuote = 240;
 
 std::string fmt_double(double v, int decimals) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  (void)std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 

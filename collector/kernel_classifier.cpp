@@ -39,7 +39,7 @@ bool contains(const std::vector<size_t>& v, size_t x) {
 }  // namespace
 
 struct KernelClassifier::Impl {
-  Impl(std::shared_ptr<const KernelRules> r, std::string h, KernelClassifierOptions o)
+  Impl(std::shared_ptr<const KernelRules> r, std::string h, const KernelClassifierOptions& o)
       : rules(std::move(r)),
         opt(o),
         host(std::move(h)),
@@ -242,7 +242,7 @@ struct KernelClassifier::Impl {
 };
 
 KernelClassifier::KernelClassifier(std::shared_ptr<const KernelRules> rules, std::string host,
-                                   KernelClassifierOptions options)
+                                   const KernelClassifierOptions& options)
     : impl_(std::make_unique<Impl>(std::move(rules), std::move(host), options)) {}
 
 KernelClassifier::~KernelClassifier() = default;

@@ -138,7 +138,7 @@ struct KernelClassifierStats {
 class KernelClassifier {
  public:
   KernelClassifier(std::shared_ptr<const KernelRules> rules, std::string host,
-                   KernelClassifierOptions options = {});
+                   const KernelClassifierOptions& options = {});
   ~KernelClassifier();
   KernelClassifier(const KernelClassifier&) = delete;
   KernelClassifier& operator=(const KernelClassifier&) = delete;

@@ -50,8 +50,10 @@ std::optional<ResumePoint> parse_resume(const std::string& position) {
 class KmsgSource final : public KernelSource {
  public:
   explicit KmsgSource(const KmsgOptions& o)
-      : path_(o.path), read_fn_(o.read_fn), follow_(o.follow) {
-    boot_id_ = read_boot_id(o.boot_id_path);
+      : path_(o.path),
+        read_fn_(o.read_fn),
+        follow_(o.follow),
+        boot_id_(read_boot_id(o.boot_id_path)) {
     if (!o.resume_after.empty()) {
       const auto r = parse_resume(o.resume_after);
       if (!r)

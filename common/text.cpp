@@ -281,7 +281,7 @@ std::string format_duration(double seconds) {
   double a = std::fabs(seconds);
   char buf[64];
   if (a < 1.0) {
-    std::snprintf(buf, sizeof buf, "%s%.0fms", neg ? "-" : "", a * 1000.0);
+    (void)std::snprintf(buf, sizeof buf, "%s%.0fms", neg ? "-" : "", a * 1000.0);
     return buf;
   }
   auto total = static_cast<long long>(std::llround(a));
@@ -290,13 +290,13 @@ std::string format_duration(double seconds) {
   const long long m = (total % 3600) / 60;
   const long long s = total % 60;
   if (d > 0) {
-    std::snprintf(buf, sizeof buf, "%s%lldd %02lldh %02lldm", neg ? "-" : "", d, h, m);
+    (void)std::snprintf(buf, sizeof buf, "%s%lldd %02lldh %02lldm", neg ? "-" : "", d, h, m);
   } else if (h > 0) {
-    std::snprintf(buf, sizeof buf, "%s%lldh %02lldm", neg ? "-" : "", h, m);
+    (void)std::snprintf(buf, sizeof buf, "%s%lldh %02lldm", neg ? "-" : "", h, m);
   } else if (m > 0) {
-    std::snprintf(buf, sizeof buf, "%s%lldm %02llds", neg ? "-" : "", m, s);
+    (void)std::snprintf(buf, sizeof buf, "%s%lldm %02llds", neg ? "-" : "", m, s);
   } else {
-    std::snprintf(buf, sizeof buf, "%s%llds", neg ? "-" : "", s);
+    (void)std::snprintf(buf, sizeof buf, "%s%llds", neg ? "-" : "", s);
   }
   return buf;
 }

@@ -47,7 +47,7 @@ std::optional<int64_t> make_usec(int y, int mo, int d, int h, int mi, int s, int
                                  int64_t offset_sec) {
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return std::nullopt;
   const int64_t days = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
-  const int64_t secs = days * 86400 + h * 3600 + mi * 60 + s - offset_sec;
+  const int64_t secs = days * 86400 + int64_t{h} * 3600 + int64_t{mi} * 60 + s - offset_sec;
   return secs * 1000000 + frac_usec;
 }
 
@@ -78,12 +78,12 @@ std::string format_utc(int64_t usec, bool micros) {
   gmtime_r(&t, &tm);
   char buf[64];
   if (micros) {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<long long>(usec - secs * 1000000));
+    (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<long long>(usec - secs * 1000000));
   } else {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   }
   return buf;
 }
@@ -119,7 +119,7 @@ std::optional<int64_t> parse_timestamp_usec(std::string_view s) {
         size_t q = p + 3;
         if (q < s.size() && s[q] == ':') ++q;
         if (!digits(s, q, 2, om)) return std::nullopt;
-        offset = sign * (oh * 3600 + om * 60);
+        offset = int64_t{sign} * (oh * 3600 + om * 60);
         p = q + 2;
       }
     }

@@ -10,7 +10,7 @@
 namespace {
 
 void print_usage(FILE* out) {
-  std::fprintf(
+  (void)std::fprintf(
       out,
       "usage: slurm-triage <command> [options]\n"
       "\n"
@@ -18,12 +18,13 @@ void print_usage(FILE* out) {
       "\n"
       "commands:\n");
   for (const auto& c : triage::CliRegistry::all()) {
-    std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+    (void)std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
   }
-  std::fprintf(out,
-               "\n"
-               "Run 'slurm-triage <command> --help' for a command's options; 'man slurm-triage' "
-               "for more.\n");
+  (void)std::fprintf(
+      out,
+      "\n"
+      "Run 'slurm-triage <command> --help' for a command's options; 'man slurm-triage' "
+      "for more.\n");
 }
 
 }  // namespace
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   }
   const triage::CliCommand* c = triage::CliRegistry::find(cmd);
   if (c == nullptr) {
-    std::fprintf(stderr, "slurm-triage: unknown command '%s'\n\n", cmd.c_str());
+    (void)std::fprintf(stderr, "slurm-triage: unknown command '%s'\n\n", cmd.c_str());
     print_usage(stderr);
     return 2;
   }

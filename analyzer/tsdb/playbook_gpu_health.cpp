@@ -66,11 +66,11 @@ PlaybookResult run_gpu_health(Context& ctx) {
   std::map<std::string, double> vram_pct;
   double vram_used_max = 0, vram_total = 0;
   if (d.has("hw_gpu_vram_used_bytes") && d.has("hw_gpu_vram_total_bytes")) {
-    for (const auto& s :
-         ctx.q.instant("max_over_time(" + ctx.scope.sel("hw_gpu_vram_used_bytes") + w + ") / on(" +
-                           ctx.scope.host_label() + ", gpu) max_over_time(" +
-                           ctx.scope.sel("hw_gpu_vram_total_bytes") + w + ")",
-                       te, ev)) {
+    const std::string used_over_total = "max_over_time(" + ctx.scope.sel("hw_gpu_vram_used_bytes") +
+                                        w + ") / on(" + ctx.scope.host_label() +
+                                        ", gpu) max_over_time(" +
+                                        ctx.scope.sel("hw_gpu_vram_total_bytes") + w + ")";
+    for (const auto& s : ctx.q.instant(used_over_total, te, ev)) {
       vram_pct[host_gpu(ctx.scope, s.labels)] = 100 * s.point.v;
     }
     for (const auto& s : ctx.q.instant(

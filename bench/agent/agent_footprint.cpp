@@ -39,7 +39,7 @@ long status_kib(const char* key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
+    if (line.rfind(key, 0) == 0) return std::strtol(line.c_str() + std::strlen(key), nullptr, 10);
   }
   return -1;
 }
@@ -67,7 +67,7 @@ void make_proc(const std::string& root, int procs) {
 void make_sysfs(const std::string& root) {
   for (int card = 0; card < 8; ++card) {
     char addr[32];
-    std::snprintf(addr, sizeof addr, "0000:%02x:00.0", 0xc1 + card);
+    (void)std::snprintf(addr, sizeof addr, "0000:%02x:00.0", 0xc1 + card);
     const std::string dev = root + "/devices/pci0000:00/" + addr;
     for (const char* block : {"umc", "xgmi_wafl", "gfx", "mmhub", "sdma", "hdp", "pcie_bif"}) {
       write(dev + "/ras/" + block + "_err_count", "ue: 0\nce: 0\n");
@@ -95,7 +95,7 @@ double grep_cpu_seconds(const std::string& dir, long lines) {
   }
   const pid_t pid = ::fork();
   if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) ::_exit(127);
     ::execlp("grep", "grep", "-c", "amdgpu", file.c_str(), nullptr);
     ::_exit(127);
   }
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
           dir + "/proc\nSysfsRoot=" + dir + "/sys\n",
       "bench.conf");
   if (!load.errors.empty()) {
-    std::fprintf(stderr, "%s\n", load.errors.front().what());
+    (void)std::fprintf(stderr, "%s\n", load.errors.front().what());
     return 1;
   }
   AgentOptions options;
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   agent.start();
   agent.run_in_background();
   std::this_thread::sleep_for(std::chrono::seconds(1));  // first samples, warm caches
-  std::fprintf(stderr, "measuring (pid %d)\n", static_cast<int>(::getpid()));
+  (void)std::fprintf(stderr, "measuring (pid %d)\n", static_cast<int>(::getpid()));
 
   // What the kernel pipeline hands the agent for this stream, batch by batch (the glue reads
   // about every 100 ms): the flood folded into one event whose count grows, one distinct event

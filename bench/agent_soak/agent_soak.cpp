@@ -49,7 +49,7 @@ long rss_kib() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   }
   return -1;
 }
@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const int64_t v = parse_int(argv[i + 1]).value_or(-1);
     if (v <= 0) {
-      std::fprintf(stderr, "%s: expected a positive number, got '%s'\n", a.c_str(), argv[i + 1]);
+      (void)std::fprintf(stderr, "%s: expected a positive number, got '%s'\n", a.c_str(),
+                         argv[i + 1]);
       return 2;
     }
     if (a == "--minutes") {
@@ -114,9 +115,9 @@ int main(int argc, char** argv) {
     } else if (a == "--max-node-events") {
       max_node_events = v;
     } else {
-      std::fprintf(stderr,
-                   "usage: agent_soak [--minutes N | --seconds N] [--jobs-per-minute N] "
-                   "[--max-node-events N]\n");
+      (void)std::fprintf(stderr,
+                         "usage: agent_soak [--minutes N | --seconds N] [--jobs-per-minute N] "
+                         "[--max-node-events N]\n");
       return 2;
     }
   }
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
           std::to_string(max_node_events) + "\n",
       "soak.conf");
   if (!load.errors.empty()) {
-    std::fprintf(stderr, "%s\n", load.errors.front().what());
+    (void)std::fprintf(stderr, "%s\n", load.errors.front().what());
     return 1;
   }
   AgentOptions options;

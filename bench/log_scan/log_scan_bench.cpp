@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,7 @@ Measure run(const std::vector<std::string>& args, int cpu) {
     ::close(p[0]);
     std::vector<char*> argv;
     std::vector<std::string> copy = args;
+    argv.reserve(copy.size() + 1);
     for (auto& a : copy)
       argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -249,7 +251,8 @@ bool write_log(const std::string& path, uint64_t size) {
       buf += '\n';
       next_failure += 200ull << 20;
     }
-    std::fwrite(buf.data(), 1, buf.size(), f);
+    if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size())
+      throw std::runtime_error("cannot write the generated log");
     written += buf.size();
   }
   return std::fclose(f) == 0;
@@ -285,9 +288,9 @@ int main(int argc, char** argv) {
     } else if (a == "--dir" && i + 1 < argc) {
       dir = argv[++i];
     } else if (a == "--runs" && i + 1 < argc) {
-      runs = std::max(1, std::atoi(argv[++i]));
+      runs = std::max(1, static_cast<int>(std::strtol(argv[++i], nullptr, 10)));
     } else if (a == "--cpu" && i + 1 < argc) {
-      cpu = std::atoi(argv[++i]);
+      cpu = static_cast<int>(std::strtol(argv[++i], nullptr, 10));
     } else if (a == "--keep") {
       keep = true;
     } else {

@@ -50,6 +50,7 @@ void set_plugstack(const SlurmCluster& c, const std::string& line) {
 // Epilog durations (ms) of `jobs` trivial jobs.
 std::vector<double> epilogs(const SlurmCluster& c, const std::string& dir, int jobs) {
   std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(std::max(jobs, 0)));
   for (int i = 0; i < jobs; ++i)
     ids.push_back(c.sbatch(dir, {"-o", "/dev/null", "--wrap", "true"}));
   std::vector<double> ms;
@@ -63,7 +64,7 @@ std::vector<double> epilogs(const SlurmCluster& c, const std::string& dir, int j
 // Wall time (ms) of each `srun -n 2 true` in one batch job.
 std::vector<double> sruns(const SlurmCluster& c, const std::string& dir, int count) {
   const std::string out = dir + "/srun-times.txt";
-  std::remove(out.c_str());
+  (void)std::remove(out.c_str());  // usually absent
   const std::string script = "for i in $(seq " + std::to_string(count) +
                              "); do s=$(date +%s%N); srun -n 2 true; e=$(date +%s%N); "
                              "echo $(( (e - s) / 1000 )); done";
@@ -92,8 +93,8 @@ int main(int argc, char** argv) {
     (void)std::fprintf(stderr, "cluster_bench: needs root (it starts Slurm daemons)\n");
     return 2;
   }
-  const int jobs = argc > 1 ? std::atoi(argv[1]) : 20;
-  const int per_job = argc > 2 ? std::atoi(argv[2]) : 25;
+  const int jobs = argc > 1 ? static_cast<int>(std::strtol(argv[1], nullptr, 10)) : 20;
+  const int per_job = argc > 2 ? static_cast<int>(std::strtol(argv[2], nullptr, 10)) : 25;
   triage::testing::ClusterOptions options;
   options.plugin = SPANK_TRIAGE_SO;
   SlurmCluster c(options);

@@ -66,7 +66,7 @@ void print(const char* what, const Stats& s, double baseline_p50) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int n = argc > 1 ? static_cast<int>(std::strtol(argv[1], nullptr, 10)) : 200;
   if (n <= 0) {
     (void)std::fprintf(stderr, "usage: epilog_latency_bench [N]\n");
     return 2;
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   const std::string inbox = dir / "inbox";
   std::vector<std::string> args = {"socket=" + socket, "inbox=" + inbox, "default=basic"};
   std::vector<char*> argv_plugin;
+  argv_plugin.reserve(args.size());
   for (auto& a : args)
     argv_plugin.push_back(a.data());
 

@@ -137,7 +137,7 @@ std::shared_ptr<GuardWorker> GuardedReader::start_worker() {
 }
 
 GuardedReader::EachReport GuardedReader::run_each(size_t count,
-                                                  std::function<void(Reads&, size_t)> fn) {
+                                                  const std::function<void(Reads&, size_t)>& fn) {
   EachReport report;
   const int64_t timeout_usec = static_cast<int64_t>(options_.read_timeout.count()) * 1000;
   const auto poll =

@@ -77,7 +77,7 @@ class GuardedReader {
   // i is reported stuck and the remaining items continue on a fresh worker. `fn` may keep running
   // on an abandoned worker after this returns, so it must own (capture by value) everything it
   // touches, and publish results only while reads are not abandoned.
-  EachReport run_each(size_t count, std::function<void(Reads&, size_t)> fn);
+  EachReport run_each(size_t count, const std::function<void(Reads&, size_t)>& fn);
 
   // Reads that are still stuck (their workers have not come back).
   std::vector<StuckRead> stuck_reads() const;

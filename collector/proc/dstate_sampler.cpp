@@ -172,7 +172,7 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
   };
   auto counts = std::make_shared<StatCounts>();
   reader_.run_each(1, [proc, counts, root](GuardedReader::Reads& reads, size_t) {
-    const auto r = reads.read_at(proc->get(), "stat", root + "/stat", 64 * 1024);
+    const auto r = reads.read_at(proc->get(), "stat", root + "/stat", size_t{64} * 1024);
     if (r.status != GuardedReader::Reads::Status::kOk) return;
     std::lock_guard<std::mutex> l(counts->mu);
     counts->blocked = stat_line_value(r.data, "procs_blocked");

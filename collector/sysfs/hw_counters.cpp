@@ -104,7 +104,8 @@ std::vector<Item> discover(const std::string& root) {
   const std::string drm = root + "/class/drm";
   for (const std::string& card : list_dir(drm)) {
     if (!is_card_name(card)) continue;
-    const std::string dev = drm + "/" + card + "/device";
+    std::string dev = drm;
+    dev.append("/").append(card).append("/device");
     const std::string addr = pci_address_of(dev);
     if (!addr.empty()) gpu_devices.insert(addr);
     for (const std::string& f : list_dir(dev + "/ras")) {
@@ -113,8 +114,9 @@ std::vector<Item> discover(const std::string& root) {
           f.compare(f.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
         continue;
       }
-      items.push_back(
-          {true, dev + "/ras/" + f, card, addr, f.substr(0, f.size() - kSuffix.size())});
+      std::string path = dev;
+      path.append("/ras/").append(f);
+      items.push_back({true, std::move(path), card, addr, f.substr(0, f.size() - kSuffix.size())});
     }
     for (const char* sev : kAerSeverities) {
       const std::string p = dev + "/aer_dev_" + sev;
@@ -125,7 +127,8 @@ std::vector<Item> discover(const std::string& root) {
   for (const std::string& addr : list_dir(pci)) {
     if (gpu_devices.count(addr) != 0) continue;
     for (const char* sev : kAerSeverities) {
-      const std::string p = pci + "/" + addr + "/aer_dev_" + sev;
+      std::string p = pci;
+      p.append("/").append(addr).append("/aer_dev_").append(sev);
       if (exists(p)) items.push_back({false, p, "", addr, sev});
     }
   }
@@ -155,7 +158,7 @@ SysfsSnapshot HwCounterReader::read() {
       reader_.run_each(items->size(), [items, results](GuardedReader::Reads& reads, size_t i) {
         using Status = GuardedReader::Reads::Status;
         const Item& item = (*items)[i];
-        const auto r = reads.read(item.path, 16 * 1024);
+        const auto r = reads.read(item.path, size_t{16} * 1024);
         if (r.status == Status::kAbandoned) return;
         std::lock_guard<std::mutex> l(results->mu);
         if (r.status == Status::kSkipped) {

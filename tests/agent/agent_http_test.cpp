@@ -22,8 +22,6 @@ namespace {
 using testing::AgentHarness;
 using testing::connect_tcp;
 using testing::eventually;
-using testing::FakeGpu;
-using testing::FakeProcess;
 using testing::http_get;
 using testing::http_get_munged;
 using testing::kDaemon;

@@ -125,9 +125,9 @@ TEST_F(AgentSocket, MalformedAndOversizedRequestsGetErrorsAndTheAgentStaysUp) {
                      R"({"op":"task_exit","msg_id":"x","job_id":1,"pid":"one","wait_status":0})")
           .find("task_exit.pid"),
       std::string::npos);
-  const std::string huge = R"({"op":"ping","pad":")" + std::string(70 * 1024, 'a') + "\"}";
+  const std::string huge = R"({"op":"ping","pad":")" + std::string(size_t{70} * 1024, 'a') + "\"}";
   EXPECT_NE(socket_request(h.socket(), huge).find("larger than 65536 bytes"), std::string::npos);
-  const std::string binary(80 * 1024, '\x01');  // no newline at all
+  const std::string binary(size_t{80} * 1024, '\x01');  // no newline at all
   EXPECT_NE(socket_request(h.socket(), binary).find("larger than"), std::string::npos);
   EXPECT_EQ(socket_json(h.socket(), {{"op", "ping"}})["ok"], true);
   const std::string metrics = h.agent().metrics();
@@ -181,6 +181,7 @@ TEST(AgentSocketLimits, ClientsBeyondTheCapAreRefused) {
   AgentHarness h("sock", "node001", "SocketMaxClients=3\n");
   h.start();
   std::vector<int> fds;
+  fds.reserve(3);
   for (int i = 0; i < 3; ++i)
     fds.push_back(connect_unix(h.socket()));
   ASSERT_TRUE(eventually([&] {

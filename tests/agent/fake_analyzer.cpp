@@ -47,9 +47,10 @@ int main(int argc, char** argv) {
   // Written whole, then renamed, so that the test never reads half a record.
   if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
     const std::string text = record.dump();
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const bool closed = std::fclose(f) == 0;
+    if (!written || !closed || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+      std::cerr << "fake analyzer: cannot write " << path << "\n";
   } else {
     std::cerr << "fake analyzer: cannot write " << path << "\n";
     return 3;

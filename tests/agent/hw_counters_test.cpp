@@ -11,7 +11,6 @@
 namespace triage::collector {
 namespace {
 
-using agent::testing::FakeGpu;
 using agent::testing::TempDir;
 using agent::testing::write_file;
 using agent::testing::write_sysfs_tree;

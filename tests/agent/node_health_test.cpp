@@ -13,7 +13,7 @@ constexpr int64_t kHour = 3600LL * 1000000;
 constexpr int64_t kNow = 1800000000LL * 1000000;
 
 NodeVerdict judge(const std::vector<KernelEvent>& events, const DStateSample* dstate = nullptr,
-                  size_t stuck = 0, HealthPolicy policy = {}) {
+                  size_t stuck = 0, const HealthPolicy& policy = {}) {
   HealthInputs in;
   in.host = "node001";
   in.boot_id = "boot-a";

@@ -77,8 +77,7 @@ void make_dirs(const std::string& path, mode_t mode) {
   ::chmod(path.c_str(), mode);
 }
 
-MungeDaemon::MungeDaemon(const std::string& dir) {
-  socket_ = dir + "/munge.sock";
+MungeDaemon::MungeDaemon(const std::string& dir) : socket_(dir + "/munge.sock") {
   const std::string key = dir + "/munge.key";
   {
     std::ifstream rnd("/dev/urandom", std::ios::binary);

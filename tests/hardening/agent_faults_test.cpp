@@ -35,7 +35,7 @@ double metric(AgentHarness& h, const std::string& series) {
 // Fills the filesystem holding `dir` with one file until the kernel says ENOSPC.
 void fill(const std::string& file) {
   std::ofstream out(file, std::ios::binary);
-  const std::string block(64 * 1024, 'x');
+  const std::string block(size_t{64} * 1024, 'x');
   while (out.write(block.data(), static_cast<std::streamsize>(block.size()))) {
   }
 }
@@ -61,6 +61,7 @@ TEST(AgentFaults, AFullSpoolFilesystemIsCountedServedThroughAndRecoveredFrom) {
   // 50,000 held events the oldest are given up on and counted in
   // triage_spool_dropped_events_total; a flood that large takes too long for a unit test.)
   std::vector<KernelEvent> flood;
+  flood.reserve(2000);
   for (int i = 0; i < 2000; ++i)
     flood.push_back(make_event("boot-a:" + std::to_string(100 + i), "gpu-ring-timeout", t0 + i));
   EXPECT_FALSE(h.agent().ingest(flood, "kmsg:a:2099"));

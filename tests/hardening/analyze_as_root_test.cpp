@@ -53,7 +53,7 @@ class AnalyzeAsRoot : public ::testing::Test {
 
   // An empty job directory owned by the test user; the test puts its `log` in place.
   fs::path job_dir(const std::string& name) {
-    const fs::path job = dir_ / name;
+    fs::path job = dir_ / name;
     fs::create_directories(job);
     own(job);
     return job;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/safe_io.h"
 #include "tests/analyzer/test_support.h"
 
 namespace triage {
@@ -20,9 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void touch(const fs::path& p) {
-  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  ASSERT_GE(fd, 0) << p;
-  ::close(fd);
+  const triage::UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd) << p;
 }
 
 TEST(AnalyzerLimits, ARayLogsDirWith100000EntriesIsListedOnlyUpToTheCapAndSaysSo) {

@@ -120,7 +120,7 @@ TEST_F(HttpAbuse, SlowlorisClientsAreCutOffAndOthersStillGetIn) {
   }
   ASSERT_FALSE(slow.empty());
   const auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < 1500ms) {
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
     for (int fd : slow)
       send_all(fd, "X-Keep: alive\r\n");
     std::this_thread::sleep_for(300ms);

@@ -66,7 +66,7 @@ TEST_F(SocketAbuse, JunkOfEveryShapeGetsAnErrorLinePerRequest) {
     all += j + "\n";
   ASSERT_TRUE(send_all(fd, all));
   std::string answers;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::count(answers.begin(), answers.end(), '\n') < static_cast<long>(junk.size()) &&
          std::chrono::steady_clock::now() < deadline) {
     answers += read_some(fd, 1000);
@@ -134,7 +134,7 @@ TEST_F(SocketAbuse, AFloodOfOversizedLinesIsRefusedWithoutGrowingWithoutBound) {
   const int fd = connect_unix(h.socket());
   ASSERT_GE(fd, 0);
   // 4 MiB without a newline: the agent answers once and hangs up rather than buffering it.
-  const std::string chunk(64 * 1024, 'x');
+  const std::string chunk(size_t{64} * 1024, 'x');
   size_t sent = 0;
   for (int i = 0; i < 64; ++i) {
     const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -156,7 +156,7 @@ TEST_F(SocketAbuse, AThousandPipelinedRequestsOnOneConnectionGetAThousandAnswers
     burst += "{\"op\":\"ping\"}\n";
   std::thread writer([&] { send_all(fd, burst); });
   std::string answers;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::count(answers.begin(), answers.end(), '\n') < 1000 &&
          std::chrono::steady_clock::now() < deadline) {
     answers += read_some(fd, 1000, false);

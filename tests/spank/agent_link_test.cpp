@@ -114,8 +114,9 @@ TEST_F(AgentLink, AStaleSocketFileWithNobodyListeningMeansTheInbox) {
   addr.sun_family = AF_UNIX;
   (void)std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_.c_str());
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   close(fd);
+  ASSERT_EQ(bound, 0);
   const DeliveryReport r = deliver(cfg_, kMsgId, kLine);
   EXPECT_EQ(r.how, Delivery::kInbox);
   EXPECT_NE(std::strstr(r.why, "refused"), nullptr) << r.why;

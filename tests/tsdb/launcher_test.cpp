@@ -12,6 +12,7 @@
 #include "analyzer/tsdb/prom_client.h"
 #include "analyzer/tsdb/server_guardian.h"
 #include "analyzer/tsdb/tsdb_dir.h"
+#include "common/safe_io.h"
 #include "common/time_util.h"
 #include "tests/tsdb/tsdb_fixture.h"
 
@@ -142,7 +143,8 @@ TEST_F(LauncherTest, AnAnalyserKilledWithSigkillLeavesNoServerAndNoCopyBehind) {
 TEST_F(LauncherTest, APortSomeoneHoldsIsNeverUsed) {
   make_tsdb();
   // Someone (an ssh tunnel to a live job's Prometheus, say) listens on the preferred port.
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const triage::UniqueFd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int s = holder.get();
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -161,7 +163,6 @@ TEST_F(LauncherTest, APortSomeoneHoldsIsNeverUsed) {
   }
   // The holder still owns its port.
   EXPECT_TRUE(port_accepts(held));
-  ::close(s);
 }
 
 TEST_F(LauncherTest, AMissingBinaryIsAClearErrorAndLeavesNothing) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/tsdb/tsdb_dir.h"
+#include "common/safe_io.h"
 #include "tests/tsdb/tsdb_fixture.h"
 
 namespace triage::tsdb::testing {
@@ -56,11 +57,11 @@ TEST_F(TsdbDirTest, ScanSeesBlocksTheWriteAheadLogAndAStaleLock) {
 
 TEST_F(TsdbDirTest, ALockHeldByALocalProcessIsFoundInProcLocks) {
   make_job();
-  const int fd = ::open((prom_ + "/lock").c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  triage::UniqueFd fd(::open((prom_ + "/lock").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  ASSERT_EQ(::flock(fd.get(), LOCK_EX | LOCK_NB), 0);
   const auto scan = scan_tsdb_dir(job_dir());
-  ::close(fd);
+  fd.reset();
   ASSERT_TRUE(scan.lock_holder.has_value());
   EXPECT_EQ(*scan.lock_holder, ::getpid());
 }
