@@ -25,14 +25,16 @@ int leak(int argc) {
 
 int signed_overflow(int argc) {
   int big = 2147483600 + argc;
-  for (int i = 0; i < 100; ++i) big += argc;
+  for (int i = 0; i < 100; ++i)
+    big += argc;
   return big == 0 ? 1 : 0;
 }
 
 int race(int argc) {
   int counter = 0;
   auto bump = [&counter, argc] {
-    for (int i = 0; i < 1000; ++i) counter += argc;
+    for (int i = 0; i < 1000; ++i)
+      counter += argc;
   };
   std::thread a(bump);
   std::thread b(bump);

@@ -19,7 +19,8 @@ constexpr spank_err_t kOk = static_cast<spank_err_t>(ESPANK_SUCCESS);
 
 spank_handle g_handle;
 
-void log_line(const char* level, const char* fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) void log_line(const char* level, const char* fmt,
+                                                    va_list ap) {
   char buf[4096];
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   fake_spank().log.push_back(std::string(level) + ": " + buf);
@@ -95,7 +96,17 @@ spank_err_t spank_option_getopt(spank_t /*sp*/, struct spank_option* opt, char**
 
 spank_err_t spank_get_item(spank_t /*sp*/, spank_item_t item, ...) {
   va_list ap;
+  // Slurm's prototype (slurm/spank.h) puts the variable arguments after an enum, which clang flags
+  // as undefined; every ABI Slurm runs on passes the enum as the int it promotes to, and
+  // slurmstepd's own spank_get_item starts its va_list the same way.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
   va_start(ap, item);
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
   spank_err_t rc = ESPANK_BAD_ARG;
   switch (item) {
     case S_JOB_UID:
