@@ -154,7 +154,7 @@ void EventLoop::stop() {
 }
 
 bool EventLoop::on_loop_thread() const {
-  return std::this_thread::get_id() == loop_thread_;
+  return std::this_thread::get_id() == loop_thread_.load();
 }
 
 }  // namespace triage::agent

@@ -2,6 +2,7 @@
 // (collectors, kernel reader, evidence gathering) hand work to it with post().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -56,7 +57,8 @@ class EventLoop {
   std::mutex posted_mu_;
   std::deque<Task> posted_;
   bool stopping_ = false;  // guarded by posted_mu_
-  std::thread::id loop_thread_;
+  // Set by run() on the loop thread, read by any thread that asks on_loop_thread().
+  std::atomic<std::thread::id> loop_thread_;
 };
 
 }  // namespace triage::agent

@@ -32,7 +32,7 @@ namespace {
 
 // Exit codes (documented in --help, docs/analyze.md and the man page).
 constexpr int kExitOk = 0;
-constexpr int kExitJobFailed = 1;
+// 1, the job failed, comes from exit_code_for() (analyzer/diagnosis.h).
 constexpr int kExitUsage = 2;
 constexpr int kExitInput = 3;
 constexpr int kExitWrite = 4;

@@ -48,7 +48,8 @@ TEST(StripAnsi, NeverSwallowsALineBreak) {
 }
 
 TEST(StripAnsi, LeavesTextWithoutEscapesAlone) {
-  const std::string s = "no escapes here\n\x00\xff binary";
+  constexpr char kText[] = "no escapes here\n\x00\xff binary";
+  const std::string s(kText, sizeof kText - 1);  // the NUL and what follows belong to it
   EXPECT_EQ(stripped(s), s);
 }
 

@@ -96,8 +96,17 @@ spank_err_t spank_option_getopt(spank_t /*sp*/, struct spank_option* opt, char**
 
 spank_err_t spank_get_item(spank_t /*sp*/, spank_item_t item, ...) {
   va_list ap;
-  // spank.h fixes this signature; spank_item_t is an int-sized enum, so its promotion is benign.
-  va_start(ap, item);  // NOLINT(clang-diagnostic-varargs)
+  // Slurm's prototype (slurm/spank.h) puts the variable arguments after an enum, which clang flags
+  // as undefined; every ABI Slurm runs on passes the enum as the int it promotes to, and
+  // slurmstepd's own spank_get_item starts its va_list the same way.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
+  va_start(ap, item);
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
   spank_err_t rc = ESPANK_BAD_ARG;
   switch (item) {
     case S_JOB_UID:

@@ -122,17 +122,17 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
 
   // GPU metrics.
   add("hw_gpu_power_watts", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         if (!training(tt)) return busy + 6 * jitter(k, tt, 1);
         if (in_ckpt(tt)) return 420 + 20 * jitter(k, tt, 1);
         return P + 15 * jitter(k, tt, 1);
       });
   add("hw_gpu_temperature_celsius", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return (training(tt) ? 72 : 58) + 3 * jitter(k, tt, 2);
       });
   add("hw_gpu_clock_mhz", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return 2100 + 30 * jitter(k, tt, 3);
       },
       {{"type", "sclk"}});
@@ -149,18 +149,16 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
     for (const char* kind : {"ue", "ce"}) {
       const double base = std::string(kind) == "ce" && std::string(block) == "umc" ? 37 : 0;
       add(std::string("hw_gpu_ras_") + block + "_" + kind + "_total", "counter", Per::kGpu,
-          [=, this](const SeriesKey& k, double) -> std::optional<double> {
-            return base * (k.gpu + 1);
-          });
+          [=](const SeriesKey& k, double) -> std::optional<double> { return base * (k.gpu + 1); });
     }
   }
   for (const char* kind : {"correctable", "nonfatal", "fatal"}) {
     const double base = std::string(kind) == "correctable" ? 12 : 0;
     add(std::string("hw_gpu_pcie_") + kind + "_total", "counter", Per::kGpu,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return base; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return base; });
   }
   add("ray_node_gpus_utilization", "gauge", Per::kGpu,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         if (!training(tt)) return 100.0;
         if (in_ckpt(tt)) return 20 + 5 * jitter(k, tt, 5);
         return 97 + 2 * jitter(k, tt, 5);
@@ -170,96 +168,94 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
   const double t0 = spec_.start;
   for (const char* dir : {"rx", "tx"}) {
     add(std::string("hw_net_") + dir + "_bytes_total", "counter", Per::kNic,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        [=](const SeriesKey&, double tt) -> std::optional<double> {
           return 5e12 + (tt - t0) * 2e8;
         });
     add(std::string("hw_net_") + dir + "_errors_total", "counter", Per::kNic,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return 3; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return 3; });
     add(std::string("hw_net_") + dir + "_drop_total", "counter", Per::kNic,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return 120; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return 120; });
   }
   add("hw_tcp_retransmits_total", "counter", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return std::floor(4.1e6 + (tt - t0) * 0.5 + (k.host_index % 3));
       });
   for (const char* m : {"hw_tcp_listen_overflows_total", "hw_tcp_listen_drops_total",
                         "hw_tcp_estab_resets_total", "hw_tcp_abort_on_timeout_total"}) {
     add(m, "counter", Per::kHost,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return 42; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return 42; });
   }
   for (const char* dir : {"rx", "tx"}) {
     add(std::string("hw_rdma_") + dir + "_bytes_total", "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        [=](const SeriesKey&, double tt) -> std::optional<double> {
           return 8e14 + (tt - t0) * 2.5e10;
         });
     add(std::string("hw_rdma_") + dir + "_pkts_total", "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+        [=](const SeriesKey&, double tt) -> std::optional<double> {
           return 2e11 + (tt - t0) * 6e6;
         });
     add(std::string("hw_rdma_") + dir + "_cnp_pkts_total", "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return 51234; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return 51234; });
   }
   // 90M retransmits since boot (weeks of earlier jobs): must never count against this job.
   add("hw_rdma_tx_retx_pkts_total", "counter", Per::kRdma,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return 9.0e7; });
+      [=](const SeriesKey&, double) -> std::optional<double> { return 9.0e7; });
   add("hw_rdma_tx_retx_bytes_total", "counter", Per::kRdma,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return 3.6e11; });
+      [=](const SeriesKey&, double) -> std::optional<double> { return 3.6e11; });
   for (const char* m : {"hw_rdma_tx_ack_timeout_total", "hw_rdma_req_rx_cqe_err_total",
                         "hw_rdma_req_tx_retry_excd_err_total"}) {
     add(m, "counter", Per::kRdma,
-        [=, this](const SeriesKey&, double) -> std::optional<double> { return 17; });
+        [=](const SeriesKey&, double) -> std::optional<double> { return 17; });
   }
   add("hw_rdma_port_state", "gauge", Per::kRdma,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return 1; });
+      [=](const SeriesKey&, double) -> std::optional<double> { return 1; });
   add("hw_procs_running", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return std::round(38 + 3 * jitter(k, tt, 6));
       });
   add("hw_procs_blocked", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return in_ckpt(tt) && k.host_index == 0 ? 14 : std::round(1 + jitter(k, tt, 7));
       });
   add("hw_context_switches_total", "counter", Per::kHost,
-      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
-        return 9e9 + (tt - t0) * 2e5;
-      });
+      [=](const SeriesKey&, double tt) -> std::optional<double> { return 9e9 + (tt - t0) * 2e5; });
   add("hw_oom_kills_total", "counter", Per::kHost,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return 2; });
+      [=](const SeriesKey&, double) -> std::optional<double> { return 2; });
   add("hw_mem_dirty_bytes", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return std::round((in_ckpt(tt) && k.host_index == 0 ? 6e9 : 1.2e8) *
                           (1 + 0.1 * jitter(k, tt, 8)));
       });
   add("hw_mem_writeback_bytes", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return in_ckpt(tt) && k.host_index == 0 ? 2e9 : 0;
       });
   add("hw_io_pressure_some_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return in_ckpt(tt) && k.host_index == 0 ? 70 : 1.0 + 0.5 * jitter(k, tt, 9);
       });
   add("hw_io_pressure_full_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return in_ckpt(tt) && k.host_index == 0 ? 55 : 0.4 + 0.3 * jitter(k, tt, 10);
       });
   add("hw_io_pressure_some_avg300_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return 1.0 + 0.2 * jitter(k, tt, 11);
       });
   add("hw_io_pressure_full_avg300_pct", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return 0.4 + 0.1 * jitter(k, tt, 12);
       });
   add("hw_io_pressure_full_total_us", "unknown", Per::kHost,
-      [=, this](const SeriesKey&, double tt) -> std::optional<double> {
+      [=](const SeriesKey&, double tt) -> std::optional<double> {
         return 7e11 + (tt - t0) * 4000;
       });
   add("hw_dmesg_gpu_errors_total", "counter", Per::kHost,
-      [=, this](const SeriesKey&, double) -> std::optional<double> { return 0; });
+      [=](const SeriesKey&, double) -> std::optional<double> { return 0; });
   add("hw_gpu_user_processes", "gauge", Per::kHost,
       [=, this](const SeriesKey&, double) -> std::optional<double> { return spec_.gpus_per_host; });
   add("hw_scrape_duration_seconds", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return 0.12 + 0.05 * jitter(k, tt, 13);
       });
   add("ray_node_mem_used", "gauge", Per::kHost,
@@ -271,7 +267,7 @@ Scenario::Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
         return spec_.host_mem_total_gib * kGiB;
       });
   add("ray_node_cpu_utilization", "gauge", Per::kHost,
-      [=, this](const SeriesKey& k, double tt) -> std::optional<double> {
+      [=](const SeriesKey& k, double tt) -> std::optional<double> {
         return 31 + 4 * jitter(k, tt, 15);
       });
 
