@@ -10,6 +10,7 @@ namespace {
 
 constexpr int64_t kSec = 1000000;
 constexpr int64_t kT0 = 1795255200;  // 2026-11-21 10:00:00 UTC
+constexpr int64_t kHour = 3600;
 
 std::string stamped_steps(int first, int last, int64_t start, double step = 10.0) {
   std::string s;
@@ -19,7 +20,7 @@ std::string stamped_steps(int first, int last, int64_t start, double step = 10.0
     struct tm tm {};
     gmtime_r(&tt, &tm);
     char buf[64];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    (void)std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
     s += "0: [" + std::string(buf) + "] completed step: " + std::to_string(i) +
          ", seconds: 10.000\n";
   }
@@ -88,7 +89,7 @@ TEST(Diagnosis, SlurmRunningWithRecentStepsIsRunningAndWithOldStepsIsHanging) {
   const std::string log = stamped_steps(0, 100, kT0);
   const int64_t last = kT0 + 1000;
   EXPECT_EQ(diagnose_text(log, "RUNNING", last + 60).t.status, kStatusRunning);
-  const Diagnosed hung = diagnose_text(log, "RUNNING", last + 4 * 3600);
+  const Diagnosed hung = diagnose_text(log, "RUNNING", last + 4 * kHour);
   EXPECT_EQ(hung.t.status, kStatusHanging);
   EXPECT_EQ(hung.t.primary_failure, "hang");
   EXPECT_EQ(hung.t.progress.expected_step, 100 + 4 * 360);
@@ -97,18 +98,19 @@ TEST(Diagnosis, SlurmRunningWithRecentStepsIsRunningAndWithOldStepsIsHanging) {
 
 TEST(Diagnosis, ATimeLimitAfterAStallIsAHangAndWithoutOneIsTheTimeLimit) {
   const int64_t last = kT0 + 1000;
-  const Diagnosed stalled = diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 3 * 3600);
+  const Diagnosed stalled = diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 3 * kHour);
   EXPECT_EQ(stalled.t.status, kStatusCancelled);
   EXPECT_EQ(stalled.t.primary_failure, "time-limit")
       << "no end time known: the reference is unknown";
   Evidence ev;
   ev.job.state = "TIMEOUT";
-  ev.job.end_time = last + 3 * 3600;
+  ev.job.end_time = last + 3 * kHour;
   const Diagnosed with_end =
-      diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 5 * 3600, &ev);
+      diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 5 * kHour, &ev);
   EXPECT_EQ(with_end.t.primary_failure, "hang");
   ev.job.end_time = last + 30;
-  const Diagnosed busy = diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 5 * 3600, &ev);
+  const Diagnosed busy =
+      diagnose_text(stamped_steps(0, 100, kT0), "TIMEOUT", last + 5 * kHour, &ev);
   EXPECT_EQ(busy.t.primary_failure, "time-limit");
 }
 

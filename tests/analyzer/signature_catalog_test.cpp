@@ -151,6 +151,7 @@ TEST(SignatureCatalog, ReportsProblemsWithFileAndLine) {
       "[harmless h]\n"
       "why = nothing to match\n");
   std::vector<std::string> msgs;
+  msgs.reserve(errors.size());
   for (const auto& e : errors)
     msgs.push_back(e.what());
   ASSERT_EQ(msgs.size(), 5u) << ::testing::PrintToString(msgs);
