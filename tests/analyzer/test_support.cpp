@@ -86,6 +86,7 @@ RunResult run_cli(const std::vector<std::string>& args, const std::string& input
   std::vector<std::string> argv_s = {TRIAGE_CLI_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_s.size() + 1);
   for (auto& a : argv_s)
     argv.push_back(a.data());
   argv.push_back(nullptr);
