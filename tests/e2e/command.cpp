@@ -16,6 +16,7 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
                           const std::string& cwd, const std::vector<std::string>& env) {
   if (argv.empty()) throw std::invalid_argument("run_command: empty argv");
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
