@@ -109,6 +109,7 @@ TEST(SlurmPlugin, EveryWayOfChoosingAModeReachesTheEpilogAndSlurmstepd) {
        "basic"},
   };
   std::vector<uint32_t> ids;
+  ids.reserve(cases.size());
   for (const auto& k : cases)
     ids.push_back(c.sbatch(dir, k.args, k.env));
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -104,7 +104,7 @@ TEST(PromClient, AServerThatNeverAnswersTimesOut) {
   const int64_t t0 = monotonic_usec();
   try {
     c.query("up", 1);
-    FAIL() << "no error";
+    ADD_FAILURE() << "no error";
   } catch (const PromError& e) {
     EXPECT_EQ(e.kind(), PromError::Kind::kTimeout) << e.what();
   }

@@ -49,7 +49,8 @@ class Out {
     buf_.reserve(1 << 20);
   }
   ~Out() {
-    if (f_ != nullptr) std::fclose(f_);
+    // Only reached without close(), when an exception is already on its way: nothing to report.
+    if (f_ != nullptr) (void)std::fclose(f_);
   }
   Out(const Out&) = delete;
   Out& operator=(const Out&) = delete;
@@ -451,7 +452,7 @@ std::vector<SeriesKey> Scenario::keys(Per per) const {
     }
   }
   for (auto& k : out)
-    k.id = mix(hash_str(k.host) ^ mix(static_cast<uint64_t>(k.gpu + 7)) ^ hash_str(k.device));
+    k.id = mix(hash_str(k.host) ^ mix(static_cast<uint64_t>(k.gpu) + 7) ^ hash_str(k.device));
   return out;
 }
 
@@ -492,7 +493,7 @@ void Scenario::write_openmetrics(const std::string& path, std::optional<double> 
       if (!k.device.empty()) head += ",device=\"" + k.device + "\"";
       if (!k.port.empty()) head += ",port=\"" + k.port + "\"";
       for (const auto& [lk, lv] : m.labels)
-        head += "," + lk + "=\"" + lv + "\"";
+        head.append(",").append(lk).append("=\"").append(lv).append("\"");
       head += "} ";
       // Samples on the scrape grid, in time order.
       const auto first = static_cast<int64_t>(std::ceil((lo - start()) / spec_.interval_s - 1e-9));
@@ -524,6 +525,7 @@ int run_program(const std::vector<std::string>& argv, std::string* output) {
   posix_spawn_file_actions_adddup2(&fa, fd, 2);
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
+  args.reserve(copy.size() + 1);
   for (auto& a : copy)
     args.push_back(a.data());
   args.push_back(nullptr);
@@ -559,15 +561,19 @@ void Scenario::build_tsdb(const std::string& job_dir, const std::string& work_di
   // One file per two hours keeps promtool's memory and our disk use small for long scenarios.
   const double chunk = 7200;
   const double aligned = std::floor(start() / chunk) * chunk;
-  for (double from = aligned; from < end(); from += chunk) {
+  for (int64_t n = 0;; ++n) {
+    const double from = aligned + static_cast<double>(n) * chunk;
+    if (from >= end()) break;
     const std::string om = work + "/scenario-" + std::to_string(static_cast<int64_t>(from)) + ".om";
     write_openmetrics(om, std::max(from, start()), std::min(from + chunk, end()));
     std::string out;
     const int rc = run_program(
         {"promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", om, prom}, &out);
-    if (rc != 0)
-      throw std::runtime_error("promtool failed (" + std::to_string(rc) + ") on " + om + ": " +
-                               out);
+    if (rc != 0) {
+      std::string why = "promtool failed (";
+      why.append(std::to_string(rc)).append(") on ").append(om).append(": ").append(out);
+      throw std::runtime_error(why);
+    }
     std::error_code ec;
     fs::remove(om, ec);
   }
