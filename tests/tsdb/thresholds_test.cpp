@@ -13,7 +13,7 @@ namespace {
 class ThresholdsTest : public TsdbTest {
  protected:
   std::string write(const std::string& name, const std::string& text) {
-    const std::string p = dir_ + "/" + name;
+    std::string p = dir_ + "/" + name;
     std::filesystem::create_directories(std::filesystem::path(p).parent_path());
     std::ofstream(p) << text;
     return p;

@@ -102,8 +102,9 @@ TEST_F(TsdbDirTest, TheCopyKeepsTheWalButNeverTheLockLogsOrPlantedSymlinks) {
     symlink_reported = symlink_reported || s.find("symlink") != std::string::npos;
   EXPECT_TRUE(symlink_reported);
   for (const auto& b : rep.blocks) {
-    EXPECT_EQ(fs::file_size(dest + "/" + b + "/index"), fs::file_size(prom_ + "/" + b + "/index"));
-    EXPECT_EQ(fs::status(dest + "/" + b).permissions() & fs::perms::others_all, fs::perms::none);
+    const fs::path copied = fs::path(dest) / b;
+    EXPECT_EQ(fs::file_size(copied / "index"), fs::file_size(fs::path(prom_) / b / "index"));
+    EXPECT_EQ(fs::status(copied).permissions() & fs::perms::others_all, fs::perms::none);
   }
 }
 
