@@ -62,7 +62,7 @@ class ChildAgent {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
-    if (stdout_ != nullptr) std::fclose(stdout_);
+    if (stdout_ != nullptr) (void)std::fclose(stdout_);  // a pipe we only read
   }
   bool ready() const { return ready_; }
   void kill9() {
@@ -93,13 +93,13 @@ std::vector<nlohmann::json> job_messages(const std::string& work) {
         "job_start", job, "n1:js:" + id,
         {{"uid", kNobody}, {"gid", kNogroup}, {"nodelist", "node001"}, {"mode", "basic"}}));
     for (int task = 0; task < 2; ++task) {
-      const std::string t = std::to_string(task);
-      out.push_back(lifecycle("task_start", job, "n1:ts:" + id + ":" + t,
+      const std::string t = id + ":" + std::to_string(task);
+      out.push_back(lifecycle("task_start", job, "n1:ts:" + t,
                               {{"step", "0"},
                                {"task", task},
                                {"rank", task},
                                {"pid", 10000 + job * 10 + static_cast<uint64_t>(task)}}));
-      out.push_back(lifecycle("task_exit", job, "n1:te:" + id + ":" + t,
+      out.push_back(lifecycle("task_exit", job, "n1:te:" + t,
                               {{"step", "0"},
                                {"task", task},
                                {"rank", task},
