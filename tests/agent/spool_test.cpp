@@ -212,7 +212,7 @@ TEST(EventStore, ReplaysAreDuplicatesAndGrowingFloodsAreUpdates) {
 TEST(EventStore, PruningDropsOldEventsAndKeepsTheNewestUnderTheCap) {
   EventStore store(3);
   for (int i = 1; i <= 3; ++i)
-    store.apply(make_event("e" + std::to_string(i), "oom-kill", i * 100));
+    store.apply(make_event("e" + std::to_string(i), "oom-kill", int64_t{i} * 100));
   store.apply(make_event("e4", "oom-kill", 400));
   EXPECT_EQ(store.size(), 3u) << "beyond the cap the oldest goes";
   EXPECT_EQ(store.find("e1"), nullptr);

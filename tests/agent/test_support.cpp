@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -319,7 +320,8 @@ HttpAnswer parse_http(const std::string& raw) {
   const size_t end = raw.find("\r\n\r\n");
   a.head = raw.substr(0, end);
   if (end != std::string::npos) a.body = raw.substr(end + 4);
-  if (raw.size() > 12) a.status = std::atoi(raw.substr(9, 3).c_str());
+  if (raw.size() > 12)
+    a.status = static_cast<int>(std::strtol(raw.substr(9, 3).c_str(), nullptr, 10));
   return a;
 }
 
@@ -391,15 +393,16 @@ void write_sysfs_tree(const std::string& root, const std::vector<FakeGpu>& gpus)
     make_dirs(dev + "/ras");
     for (const auto& [block, counts] : g.ras) {
       write_file(
-          dev + "/ras/" + block + "_err_count",
+          (std::filesystem::path(dev) / "ras" / (block + "_err_count")).string(),
           "ue: " + std::to_string(counts.first) + "\nce: " + std::to_string(counts.second) + "\n");
     }
     for (const auto& [sev, total] : g.aer) {
       const std::string total_name = sev == "correctable" ? "TOTAL_ERR_COR"
                                      : sev == "fatal"     ? "TOTAL_ERR_FATAL"
                                                           : "TOTAL_ERR_NONFATAL";
-      write_file(dev + "/aer_dev_" + sev, "RxErr 0\nBadTLP " + std::to_string(total) + "\n" +
-                                              total_name + " " + std::to_string(total) + "\n");
+      write_file((std::filesystem::path(dev) / ("aer_dev_" + sev)).string(),
+                 "RxErr 0\nBadTLP " + std::to_string(total) + "\n" + total_name + " " +
+                     std::to_string(total) + "\n");
     }
     const std::string card = root + "/class/drm/card" + std::to_string(g.card);
     make_dirs(card);
