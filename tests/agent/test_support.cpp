@@ -276,15 +276,8 @@ std::string unix_exchange(const std::string& path, const std::string& line) {
 }
 
 std::string tcp_exchange(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return "";
-  }
+  const int fd = connect_tcp(port);
+  if (fd < 0) return "";
   (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string answer = read_answer(fd, false);
   ::close(fd);
