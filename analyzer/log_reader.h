@@ -49,7 +49,6 @@ class BlockReader {
   size_t overlap_;
   std::vector<char> buf_;
   size_t have_ = 0;          // bytes valid in buf_
-  size_t handed_ = 0;        // bytes of buf_ handed out by the previous next()
   size_t keep_from_ = 0;     // start of the bytes the previous block did not consume
   uint64_t buf_offset_ = 0;  // file offset of buf_[0]
   uint64_t consumed_ = 0;    // file bytes read so far
