@@ -86,6 +86,23 @@ std::optional<bool> truthy(std::string_view v) {
   return std::nullopt;
 }
 
+// The run settings a log can state both in PASSTHROUGH_ARGS and on "Config param" lines; both
+// spellings mean the same. False when `key` is none of them.
+bool apply_run_setting(RunConfigFacts& c, std::string_view key, std::string_view value) {
+  if (key == "checkpoint_period") {
+    if (const auto v = parse_int(value); v && *v > 0) c.checkpoint_period = *v;
+  } else if (key == "enable_checkpointing") {
+    if (const auto b = truthy(value)) c.enable_checkpointing = *b;
+  } else if (key == "async_checkpointing") {
+    if (const auto b = truthy(value)) c.async_checkpointing = *b;
+  } else if (key == "jax_distributed_heartbeat_timeout_seconds") {
+    if (const auto v = parse_double(value); v && *v > 0) c.heartbeat_timeout_s = *v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const std::vector<FactTrigger>& fact_triggers() {
@@ -354,18 +371,8 @@ void FactCollector::on_passthrough(const LineText& lt, int64_t line_no) {
       c.total_steps_source = "PASSTHROUGH_ARGS";
     }
   }
-  if (auto it = kv.find("enable_checkpointing"); it != kv.end()) {
-    if (const auto b = truthy(it->second)) c.enable_checkpointing = *b;
-  }
-  if (auto it = kv.find("checkpoint_period"); it != kv.end()) {
-    if (const auto v = parse_int(it->second); v && *v > 0) c.checkpoint_period = *v;
-  }
-  if (auto it = kv.find("async_checkpointing"); it != kv.end()) {
-    if (const auto b = truthy(it->second)) c.async_checkpointing = *b;
-  }
-  if (auto it = kv.find("jax_distributed_heartbeat_timeout_seconds"); it != kv.end()) {
-    if (const auto v = parse_double(it->second); v && *v > 0) c.heartbeat_timeout_s = *v;
-  }
+  for (const auto& [key, value] : kv)
+    apply_run_setting(c, key, value);
 }
 
 void FactCollector::on_config_param(const LineText& lt) {
@@ -377,15 +384,8 @@ void FactCollector::on_config_param(const LineText& lt) {
   const std::string_view key = trim(rest.substr(0, colon));
   const std::string_view value = trim(rest.substr(colon + 1));
   auto& c = facts_.config;
-  if (key == "checkpoint_period") {
-    if (const auto v = parse_int(value); v && *v > 0) c.checkpoint_period = *v;
-  } else if (key == "enable_checkpointing") {
-    if (const auto b = truthy(value)) c.enable_checkpointing = *b;
-  } else if (key == "async_checkpointing") {
-    if (const auto b = truthy(value)) c.async_checkpointing = *b;
-  } else if (key == "jax_distributed_heartbeat_timeout_seconds") {
-    if (const auto v = parse_double(value); v && *v > 0) c.heartbeat_timeout_s = *v;
-  } else if (key == "steps" && !c.total_steps) {
+  if (apply_run_setting(c, key, value)) return;
+  if (key == "steps" && !c.total_steps) {
     if (const auto v = parse_int(value); v && *v > 0) {
       c.total_steps = *v;
       c.total_steps_source = "Config param steps";
