@@ -93,6 +93,16 @@ echo 0123456789abcdef0123456789abcdef01234567 > "$work/base"
 expect "a clean commit this clone does not have (a shallow clone): everything" \
   "agent/config.cpp agent/spool.cpp common/text.cpp common/version.cpp tests/agent/config_test.cpp"
 
+make_repo
+echo '// edit' >> common/error.h
+all="agent/config.cpp agent/spool.cpp common/text.cpp common/version.cpp tests/agent/config_test.cpp"
+if [[ $("$scope" --all | tr '\n' ' ' | sed 's/ $//') == "$all" ]]; then
+  echo "ok: --all (scripts/lint --tidy): every .cpp but the fuzz targets, whatever changed"
+else
+  echo "FAIL: --all did not list every .cpp but the fuzz targets"
+  failures=$((failures + 1))
+fi
+
 if ((failures > 0)); then
   echo "$failures case(s) failed"
   exit 1
