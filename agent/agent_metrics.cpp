@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string_view>
 
 #include "agent/metrics_text.h"
 #include "collector/health/node_health.h"
@@ -59,13 +60,13 @@ void gpu_ras(Page& p, const collector::SysfsSnapshot& sysfs) {
     const bool seed =
         std::find(std::begin(kSeedBlocks), std::end(kSeedBlocks), block) != std::end(kSeedBlocks);
     if (seed) {
-      for (const std::string type : {"ue", "ce"}) {
+      for (const char* type : {"ue", "ce"}) {
+        const bool ue = std::string_view(type) == "ue";
         const std::string name = "hw_gpu_ras_" + block + "_" + type + "_total";
         p.m.family(name, "counter",
-                   std::string(type == "ue" ? "Uncorrectable" : "Correctable") + " " + block +
+                   std::string(ue ? "Uncorrectable" : "Correctable") + " " + block +
                        " RAS errors (amdgpu sysfs counter).");
-        p.m.sample(name, p.with({{"gpu", c.card}, {"device", c.device}}),
-                   type == "ue" ? c.ue : c.ce);
+        p.m.sample(name, p.with({{"gpu", c.card}, {"device", c.device}}), ue ? c.ue : c.ce);
       }
     }
     p.m.family("triage_gpu_ras_errors_total", "counter",
