@@ -1,6 +1,7 @@
 // The agent's settings: /etc/slurm/triage.conf (Slurm-style Key=Value, common/kv_config.h) mapped
-// onto one struct. Every key, its default and its meaning are listed in config.cpp (the single
-// source for --check-config, triage.conf.example and docs/agent.md).
+// onto one struct. Every key, its default and its meaning are listed once, in config.cpp's key
+// table (the single source for --check-config, triage.conf.example and docs/agent.md); the struct
+// holds no defaults of its own, so an AgentConfig worth using comes from load_agent_config().
 #pragma once
 
 #include <cstdint>
@@ -15,51 +16,51 @@
 namespace triage::agent {
 
 struct AgentConfig {
-  std::string node_name;  // this node's Slurm name; default: the short host name
-  std::string slurm_user = "slurm";
+  std::string node_name;  // this node's Slurm name (NodeName empty: the short host name)
+  std::string slurm_user;
 
-  std::string spool_dir = "/var/spool/slurm-triage";
-  std::string inbox_dir;  // default: <spool_dir>/inbox
-  int64_t spool_retention_sec = int64_t{14} * 86400;
-  int64_t spool_max_bytes = 256LL << 20;
-  size_t max_node_events = 20000;
+  std::string spool_dir;
+  std::string inbox_dir;  // InboxDir empty: <spool_dir>/inbox
+  int64_t spool_retention_sec{};
+  int64_t spool_max_bytes{};
+  size_t max_node_events{};
 
-  std::string socket_path = "/run/slurm-triage/agent.sock";
-  int64_t socket_timeout_ms = 10000;
-  size_t socket_max_clients = 256;
+  std::string socket_path;
+  int64_t socket_timeout_ms{};
+  size_t socket_max_clients{};
 
-  std::string http_address = "0.0.0.0";
-  int http_port = 6829;  // 0: any free port (tests)
-  int64_t http_timeout_ms = 10000;
-  size_t http_max_connections = 128;
-  size_t http_max_header_bytes = size_t{16} * 1024;
+  std::string http_address;
+  int http_port{};  // 0: any free port (tests)
+  int64_t http_timeout_ms{};
+  size_t http_max_connections{};
+  size_t http_max_header_bytes{};
   std::string munge_socket;  // empty: libmunge's default
 
-  std::string drain_policy = "recommend";  // recommend | auto
+  std::string drain_policy;  // recommend | auto
 
-  std::string kernel_source = "journal";  // journal | kmsg | file | none
-  std::string kernel_path;                // journal directory, kmsg device or text file
-  std::string rules_dir;                  // extra kernel-rule layer (after /etc/slurm/triage.d)
+  std::string kernel_source;  // journal | kmsg | file | none
+  std::string kernel_path;    // journal directory, kmsg device or text file
+  std::string rules_dir;      // extra kernel-rule layer (after /etc/slurm/triage.d)
 
-  std::string proc_root = "/proc";
-  std::string sysfs_root = "/sys";
-  int64_t dstate_interval_ms = 5000;
-  int64_t dstate_read_timeout_ms = 2000;
-  int64_t dstate_persistent_after_sec = 60;
-  int64_t sysfs_interval_ms = 30000;
-  int64_t sysfs_read_timeout_ms = 5000;
-  size_t max_stuck_readers = 8;
+  std::string proc_root;
+  std::string sysfs_root;
+  int64_t dstate_interval_ms{};
+  int64_t dstate_read_timeout_ms{};
+  int64_t dstate_persistent_after_sec{};
+  int64_t sysfs_interval_ms{};
+  int64_t sysfs_read_timeout_ms{};
+  size_t max_stuck_readers{};
 
-  std::string analyzer_path;  // default: the installed slurm-triage
-  int64_t analysis_timeout_sec = 600;
-  size_t analysis_concurrency = 2;
-  size_t analysis_output_max = 1 << 20;
+  std::string analyzer_path;  // the slurm-triage program run for each ended job
+  int64_t analysis_timeout_sec{};
+  size_t analysis_concurrency{};
+  size_t analysis_output_max{};
   std::string report_path;  // ReportPath pattern; empty: the analyzer's own placement
-  int64_t evidence_settle_ms = 2000;
-  int64_t peer_fetch_timeout_ms = 10000;
-  int64_t attribution_grace_sec = 60;
+  int64_t evidence_settle_ms{};
+  int64_t peer_fetch_timeout_ms{};
+  int64_t attribution_grace_sec{};
 
-  std::string log_level = "info";
+  std::string log_level;
 
   collector::HealthPolicy health;
 };

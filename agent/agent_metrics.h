@@ -1,0 +1,34 @@
+// The agent's /metrics page: hardware counters (the hw_* names the offline analyzer's metrics
+// playbooks query) and the agent's own health (triage_*), one small function per group of
+// families. It reads the components' state and changes nothing.
+//
+// Loop thread only (it reads loop-owned state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "agent/drain_controller.h"
+#include "agent/http_api.h"
+#include "agent/job_end_pipeline.h"
+#include "agent/kernel_ingest.h"
+#include "agent/node_state.h"
+#include "agent/socket_api.h"
+
+namespace triage::agent {
+
+struct AgentMetricsSources {
+  const std::string& host;
+  const NodeState& node;
+  const KernelIngestStatus& kernel;
+  const DrainController& health;
+  const SocketApi& socket;
+  const HttpApi& http;
+  const JobEndPipeline& analyses;
+  int64_t started_usec = 0;
+};
+
+// The Prometheus text (exposition format 0.0.4).
+std::string render_agent_metrics(const AgentMetricsSources& in);
+
+}  // namespace triage::agent

@@ -1,0 +1,68 @@
+// The HTTP endpoint: /metrics for Prometheus (no authentication), and the munge-authenticated /v1
+// endpoints peers and `slurm-triage nodes` use (/v1/health, /v1/jobs/<id>/events). One request per
+// connection.
+//
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/callers.h"
+#include "agent/config.h"
+#include "agent/event_loop.h"
+#include "agent/http_message.h"
+#include "agent/job_table.h"
+#include "agent/node_state.h"
+#include "agent/stream_server.h"
+#include "common/model.h"
+
+namespace triage::agent {
+
+class HttpApi {
+ public:
+  // What the endpoint answers with, from the other parts of the agent.
+  struct Hooks {
+    std::function<nlohmann::json()> health;  // /v1/health
+    std::function<std::string()> metrics;    // /metrics (Prometheus text)
+    // /v1/jobs/<id>/events: this node's evidence for a job in a window (usec; 0: the job's own).
+    std::function<NodeEvidence(const JobRecord&, int64_t start_usec, int64_t end_usec)> evidence;
+  };
+  struct Stats {
+    std::map<int, uint64_t> requests;  // status -> count
+  };
+
+  HttpApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node, const CallerPolicy& callers,
+          Hooks hooks);
+  HttpApi(const HttpApi&) = delete;
+  HttpApi& operator=(const HttpApi&) = delete;
+
+  // Binds HttpAddress:HttpPort and serves it. Throws when it cannot.
+  void open();
+  void stop();
+
+  int port() const { return port_; }  // the bound port (HttpPort=0 picks one)
+  const Stats& stats() const { return stats_; }
+  const StreamServer* server() const { return server_.get(); }
+
+ private:
+  void on_input(StreamServer::Conn& conn);
+  std::string handle(const HttpRequest& req);
+  std::string job_events(uint64_t job_id, uid_t uid, const std::string& query);
+
+  const AgentConfig& cfg_;
+  EventLoop& loop_;
+  NodeState& node_;
+  const CallerPolicy& callers_;
+  Hooks hooks_;
+  std::unique_ptr<StreamServer> server_;
+  int port_ = 0;
+  Stats stats_;
+};
+
+}  // namespace triage::agent

@@ -1,0 +1,281 @@
+#include "agent/job_end_pipeline.h"
+
+#include <pwd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/job_end.h"
+#include "agent/peer_client.h"
+#include "common/time_util.h"
+
+namespace triage::agent {
+
+namespace {
+
+constexpr size_t kRecentSummaries = 50;
+
+std::string home_of(uid_t uid) {
+  passwd pw{};
+  passwd* res = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || res == nullptr || pw.pw_dir == nullptr)
+    return "";
+  return pw.pw_dir;
+}
+
+// What the analysis runs as, resolved on a worker (the passwd database may be slow).
+struct Owner {
+  std::optional<Identity> who;
+  std::string home;
+  std::string error;
+};
+
+Owner owner_of(const JobFacts& facts) {
+  Owner o;
+  if (!facts.uid) {
+    o.error = "the job's owner is unknown";
+    return o;
+  }
+  try {
+    gid_t gid = facts.gid.value_or(0);
+    o.who = identity_for_uid(*facts.uid, facts.gid ? &gid : nullptr);
+    o.home = home_of(*facts.uid);
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+// slurmctld's facts merged with the epilog's; the epilog's alone when slurmctld cannot answer.
+JobFacts job_facts(SharedSlurm& slurm, uint64_t job_id, const JobFacts& epilog) {
+  return slurm.with([&](SlurmClient* c) {
+    std::string error;
+    std::optional<JobFacts> ctld = c != nullptr ? c->load_job(job_id, error) : std::nullopt;
+    if (ctld) return merge_facts(std::move(*ctld), epilog);
+    spdlog::info("job {}: slurmctld facts unavailable ({}); using the epilog's", job_id,
+                 error.empty() ? "no client" : error);
+    return epilog;
+  });
+}
+
+// One request per other node of the job, for its evidence in the job's window. Slurm reaches a
+// node at its NodeAddr, which need not be a name DNS knows (several slurmd per host, private
+// fabrics); the peer agent listens there too.
+std::vector<PeerRequest> peer_requests(SharedSlurm& slurm, uint64_t job_id, const JobFacts& facts,
+                                       const std::string& self,
+                                       const JobEndPipeline::PeerUrl& peer_url) {
+  std::string target = "/v1/jobs/" + std::to_string(job_id) + "/events";
+  if (facts.start_time != 0 || facts.end_time != 0) {
+    target +=
+        "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
+  }
+  std::map<std::string, std::string> addresses;
+  if (slurm.present() && facts.nodes.size() > 1) {
+    slurm.with([&](SlurmClient* c) {
+      std::string error;
+      addresses = c->node_addresses(facts.nodes, error);
+      if (!error.empty()) {
+        spdlog::info("job {}: node addresses unavailable ({}); reaching peers by name", job_id,
+                     error);
+      }
+    });
+  }
+  std::vector<PeerRequest> requests;
+  for (const std::string& node : facts.nodes) {
+    if (node == self) continue;
+    const auto addr = addresses.find(node);
+    requests.push_back({node, peer_url(addr != addresses.end() ? addr->second : node), target});
+  }
+  return requests;
+}
+
+NodeEvidence peer_evidence(const PeerResponse& r) {
+  NodeEvidence n;
+  n.host = r.host;
+  if (!r.ok) {
+    n.reachable = false;
+    n.error = r.error;
+    return n;
+  }
+  try {
+    n = node_evidence_from_json(nlohmann::json::parse(r.body), r.host);
+    n.host = r.host;
+    n.reachable = true;
+  } catch (const std::exception& e) {
+    n.reachable = false;
+    n.error = std::string("unusable answer: ") + e.what();
+  }
+  return n;
+}
+
+// The evidence handed to the analyzer: every node of the job in the job's order, this node's own
+// first when the job's node list does not name it.
+std::vector<NodeEvidence> order_nodes(const JobFacts& facts, const std::string& self,
+                                      const NodeEvidence& own, std::vector<NodeEvidence> peers) {
+  std::vector<NodeEvidence> nodes;
+  for (const std::string& node : facts.nodes) {
+    if (node == self) {
+      nodes.push_back(own);
+      continue;
+    }
+    for (auto& p : peers) {
+      if (p.host == node) nodes.push_back(std::move(p));
+    }
+  }
+  if (std::none_of(nodes.begin(), nodes.end(),
+                   [&](const NodeEvidence& n) { return n.host == self; })) {
+    nodes.insert(nodes.begin(), own);
+  }
+  return nodes;
+}
+
+}  // namespace
+
+JobEndPipeline::JobEndPipeline(const AgentConfig& cfg, EventLoop& loop, NodeState& node,
+                               WorkerPool& workers, SharedSlurm& slurm, const PeerUrl& peer_url,
+                               OwnEvidence own_evidence)
+    : cfg_(cfg),
+      loop_(loop),
+      node_(node),
+      workers_(workers),
+      slurm_(slurm),
+      peer_url_(peer_url),
+      own_evidence_(std::move(own_evidence)),
+      analyses_(loop) {}
+
+void JobEndPipeline::on_job_end(JobRecord& j) {
+  if (j.analysis || in_pipeline_.count(j.job_id) != 0) return;
+  if (!is_analysis_leader(j, cfg_.node_name)) return;  // the leader will ask us for our evidence
+  if (j.mode == "off") {
+    record_summary(j.job_id, skipped_summary(j.job_id, "--triage=off", now_usec()));
+    return;
+  }
+  enqueue(j.job_id);
+}
+
+void JobEndPipeline::resume_waiting() {
+  std::vector<uint64_t> waiting;
+  for (const auto& [id, j] : node_.jobs().jobs()) {
+    if (j.ended && !j.analysis) waiting.push_back(id);
+  }
+  for (uint64_t id : waiting)
+    on_job_end(*node_.jobs().find(id));
+}
+
+void JobEndPipeline::enqueue(uint64_t job_id) {
+  if (std::find(queue_.begin(), queue_.end(), job_id) != queue_.end()) return;
+  queue_.push_back(job_id);
+  pump();
+}
+
+void JobEndPipeline::pump() {
+  while (in_pipeline_.size() < cfg_.analysis_concurrency && !queue_.empty()) {
+    const uint64_t id = queue_.front();
+    queue_.pop_front();
+    in_pipeline_.insert(id);
+    // Kernel lines about the job's last moments may reach the journal after the epilog.
+    loop_.after(cfg_.evidence_settle_ms, [this, id] { gather_evidence(id); });
+  }
+}
+
+void JobEndPipeline::gather_evidence(uint64_t job_id) {
+  JobRecord* j = node_.job(job_id);
+  if (j == nullptr) {
+    in_pipeline_.erase(job_id);
+    pump();
+    return;
+  }
+  const JobFacts epilog = facts_from_epilog(*j, cfg_.node_name);
+  const std::string self = cfg_.node_name;
+  const PeerUrl peer_url = peer_url_;
+  PeerFetchOptions fetch;
+  fetch.munge_socket = cfg_.munge_socket;
+  fetch.timeout_ms = cfg_.peer_fetch_timeout_ms;
+  const bool submitted = workers_.submit([this, job_id, epilog, self, peer_url, fetch] {
+    // On a worker: slurmctld, peers and the passwd database may all be slow.
+    const JobFacts facts = job_facts(slurm_, job_id, epilog);
+    std::vector<NodeEvidence> peers;
+    for (const PeerResponse& r :
+         fetch_from_peers(peer_requests(slurm_, job_id, facts, self, peer_url), fetch)) {
+      peers.push_back(peer_evidence(r));
+    }
+    Owner owner = owner_of(facts);
+    loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner)]() mutable {
+      launch(job_id, facts, std::move(peers), owner.who, owner.home, owner.error);
+    });
+  });
+  if (!submitted) in_pipeline_.erase(job_id);
+}
+
+void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<NodeEvidence> peers,
+                            std::optional<Identity> who, const std::string& home,
+                            const std::string& error) {
+  JobRecord* j = node_.job(job_id);
+  std::vector<std::string> unreachable;
+  for (const auto& p : peers) {
+    if (!p.reachable) {
+      unreachable.push_back(p.host);
+      ++stats_.peer_fetch_failures;
+      spdlog::warn("job {}: no evidence from {}: {}", job_id, p.host, p.error);
+    }
+  }
+  const std::string target = analysis_target(facts);
+  if (j == nullptr || !who) {
+    AnalysisOutcome failed;
+    failed.job_id = job_id;
+    failed.err =
+        j == nullptr ? "the job's records are gone" : "cannot run as the job's owner: " + error;
+    done(job_id, facts, target, unreachable, failed);
+    return;
+  }
+  Evidence ev;
+  ev.job = facts;
+  ev.report_path = expand_report_path(cfg_.report_path, facts);
+  const NodeEvidence own = own_evidence_(*j, facts.start_time * 1000000, facts.end_time * 1000000);
+  ev.nodes = order_nodes(facts, cfg_.node_name, own, std::move(peers));
+  AnalysisRequest req;
+  req.job_id = job_id;
+  req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, target);
+  req.who = *who;
+  req.home = home;
+  req.stdin_data =
+      nlohmann::json(ev).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  req.timeout_ms = cfg_.analysis_timeout_sec * 1000;
+  req.output_max = cfg_.analysis_output_max;
+  spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target,
+               who->uid, ev.nodes.size(), unreachable.size());
+  analyses_.start(std::move(req),
+                  [this, job_id, facts, target, unreachable](const AnalysisOutcome& o) {
+                    done(job_id, facts, target, unreachable, o);
+                  });
+}
+
+void JobEndPipeline::done(uint64_t job_id, const JobFacts& facts, const std::string& target,
+                          const std::vector<std::string>& unreachable,
+                          const AnalysisOutcome& outcome) {
+  nlohmann::json s = analysis_summary(facts, target, outcome, unreachable, now_usec());
+  const std::string result = s.value("result", "failed");
+  if (result != "ok") {
+    spdlog::warn("job {}: analysis {}: {}", job_id, result, s.value("error", s.value("exit", "")));
+  } else {
+    spdlog::info("job {}: analysis done in {} ms", job_id, outcome.duration_ms);
+  }
+  record_summary(job_id, std::move(s));
+  in_pipeline_.erase(job_id);
+  pump();
+}
+
+void JobEndPipeline::record_summary(uint64_t job_id, nlohmann::json summary) {
+  ++stats_.analyses[summary.value("result", "failed")];
+  if (!node_.spool().append_job(job_id, summary)) {
+    spdlog::error("job {}: analysis summary not durable: {}", job_id, node_.spool().last_error());
+  }
+  node_.jobs().set_analysis(job_id, summary);
+  recent_summaries_.push_back(std::move(summary));
+  while (recent_summaries_.size() > kRecentSummaries)
+    recent_summaries_.pop_front();
+}
+
+}  // namespace triage::agent

@@ -1,0 +1,90 @@
+// The job-end hand-over on the analysis leader: queue the ended job, let late kernel lines settle,
+// gather every node's evidence (slurmctld's facts, the peers' events, on a worker), run the
+// analyzer as the job's owner and keep a root-owned summary. The decisions along the way are the
+// plain functions of agent/job_end.h.
+//
+// Loop thread only; slurmctld, the peers and the passwd database are asked on a worker.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/analysis_runner.h"
+#include "agent/config.h"
+#include "agent/event_loop.h"
+#include "agent/job_table.h"
+#include "agent/node_state.h"
+#include "agent/shared_slurm.h"
+#include "agent/worker_pool.h"
+#include "common/model.h"
+#include "common/privilege.h"
+
+namespace triage::agent {
+
+class JobEndPipeline {
+ public:
+  // Base URL of a peer's HTTP endpoint from its address.
+  using PeerUrl = std::function<std::string(const std::string& node)>;
+  // This node's evidence for a job in a window (usec; 0: the job's own).
+  using OwnEvidence =
+      std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>;
+
+  struct Stats {
+    std::map<std::string, uint64_t> analyses;  // result -> count
+    uint64_t peer_fetch_failures = 0;
+  };
+
+  // `peer_url` is read when evidence is gathered (the agent fills it in once its port is known).
+  JobEndPipeline(const AgentConfig& cfg, EventLoop& loop, NodeState& node, WorkerPool& workers,
+                 SharedSlurm& slurm, const PeerUrl& peer_url, OwnEvidence own_evidence);
+  JobEndPipeline(const JobEndPipeline&) = delete;
+  JobEndPipeline& operator=(const JobEndPipeline&) = delete;
+
+  // A job_end arrived (or a restart found the job still waiting for its analysis).
+  void on_job_end(JobRecord& job);
+  // Hands on the jobs that ended before a restart and still wait for their analysis.
+  void resume_waiting();
+  // Kills the running analyzers (they run again after a restart: no summary yet).
+  void kill_all() { analyses_.kill_all(); }
+
+  // Whether the job is between its queueing and its summary (its records must stay).
+  bool busy(uint64_t job_id) const { return in_pipeline_.count(job_id) != 0; }
+  size_t queued() const { return queue_.size(); }
+  size_t running() const { return analyses_.running(); }
+  const std::deque<nlohmann::json>& recent_summaries() const { return recent_summaries_; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void enqueue(uint64_t job_id);
+  void pump();
+  void gather_evidence(uint64_t job_id);
+  void launch(uint64_t job_id, const JobFacts& facts, std::vector<NodeEvidence> peers,
+              std::optional<Identity> who, const std::string& home, const std::string& error);
+  void done(uint64_t job_id, const JobFacts& facts, const std::string& target,
+            const std::vector<std::string>& unreachable, const AnalysisOutcome& outcome);
+  void record_summary(uint64_t job_id, nlohmann::json summary);
+
+  const AgentConfig& cfg_;
+  EventLoop& loop_;
+  NodeState& node_;
+  WorkerPool& workers_;
+  SharedSlurm& slurm_;
+  const PeerUrl& peer_url_;
+  OwnEvidence own_evidence_;
+  AnalysisRunner analyses_;
+
+  std::deque<uint64_t> queue_;
+  std::set<uint64_t> in_pipeline_;
+  std::deque<nlohmann::json> recent_summaries_;
+  Stats stats_;
+};
+
+}  // namespace triage::agent

@@ -1,0 +1,128 @@
+#include "agent/node_feeds.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include "collector/boot_id.h"
+#include "common/rules_file.h"
+#include "common/safe_io.h"
+#include "common/text.h"
+
+namespace triage::agent {
+
+namespace {
+
+// The boot id file the agent (and the kmsg reader, whose positions carry the boot) reads: the
+// fixture tree's when it has one, else the real one.
+std::string boot_id_path(const std::string& proc_root) {
+  const std::string p = proc_root + "/sys/kernel/random/boot_id";
+  return ::access(p.c_str(), R_OK) == 0 ? p : "/proc/sys/kernel/random/boot_id";
+}
+
+std::string read_boot_id(const std::string& proc_root) {
+  for (const std::string& p :
+       {proc_root + "/sys/kernel/random/boot_id", std::string("/proc/sys/kernel/random/boot_id")}) {
+    try {
+      UniqueFd f = open_regular_file(p, false);
+      std::string id(trim(read_fd_limited(f.get(), 128)));
+      if (!id.empty()) return id;
+    } catch (const std::exception&) {
+      // try the next one; /proc files are not regular files on every kernel
+    }
+    FILE* f = std::fopen(p.c_str(), "re");
+    if (f == nullptr) continue;
+    char buf[128] = {};
+    const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+    (void)std::fclose(f);  // read-only: nothing to flush
+    if (ok && !trim(buf).empty()) return std::string(trim(buf));
+  }
+  return "unknown-boot";
+}
+
+}  // namespace
+
+std::string read_agent_boot_id(const std::string& proc_root) {
+  // In the journal's spelling (32 hex digits, no dashes), so that the health check can tell this
+  // boot's events from history.
+  const std::string id = read_boot_id(proc_root);
+  const std::string n = collector::normalize_boot_id(id);
+  return n.empty() ? id : n;
+}
+
+NodeFeeds::NodeFeeds(const AgentConfig& cfg, EventLoop& loop, NodeState& node)
+    : cfg_(cfg), loop_(loop), node_(node) {}
+
+NodeFeeds::~NodeFeeds() {
+  shut_down();
+}
+
+void NodeFeeds::start_collectors() {
+  sampler_ = std::make_unique<collector::DStateSampler>(collector::DStateSampler::Options{
+      cfg_.proc_root, std::chrono::milliseconds(cfg_.dstate_read_timeout_ms),
+      std::chrono::seconds(cfg_.dstate_persistent_after_sec), cfg_.max_stuck_readers});
+  hw_reader_ = std::make_unique<collector::HwCounterReader>(collector::HwCounterReader::Options{
+      cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms),
+      cfg_.max_stuck_readers});
+  hw_watch_ = std::make_unique<collector::HwCounterWatch>(cfg_.node_name, node_.boot_id());
+  dstate_thread_ = std::make_unique<PeriodicThread>("dstate", cfg_.dstate_interval_ms, [this] {
+    collector::DStateSample s = sampler_->sample(node_.running_pids());
+    loop_.post([this, s = std::move(s)]() mutable { node_.on_dstate_sample(std::move(s)); });
+  });
+  sysfs_thread_ = std::make_unique<PeriodicThread>("sysfs", cfg_.sysfs_interval_ms, [this] {
+    collector::SysfsSnapshot snap = hw_reader_->read();
+    std::vector<KernelEvent> evs = hw_watch_->update(snap);
+    loop_.post([this, snap = std::move(snap), evs = std::move(evs)]() mutable {
+      node_.on_sysfs_snapshot(std::move(snap), std::move(evs));
+    });
+  });
+  dstate_thread_->start();
+  sysfs_thread_->start();
+}
+
+void NodeFeeds::start_kernel_ingest(bool wanted) {
+  if (!wanted || cfg_.kernel_source == "none") {
+    spdlog::info("kernel log: not read (KernelSource=none)");
+    return;
+  }
+  KernelIngestOptions o;
+  o.source = cfg_.kernel_source;
+  o.path = cfg_.kernel_path;
+  o.rule_layers =
+      default_rule_layers(cfg_.rules_dir.empty() ? std::vector<std::string>{}
+                                                 : std::vector<std::string>{cfg_.rules_dir});
+  o.host = cfg_.node_name;
+  o.boot_id_path = boot_id_path(cfg_.proc_root);
+  // Without systemd as PID 1 there is no journald writing a journal for this boot.
+  o.journal_available = sd_booted() > 0;
+  kernel_ingest_ = std::make_unique<KernelIngest>(
+      std::move(o),
+      [this](std::vector<KernelEvent> events, std::string position) {
+        return node_.ingest(std::move(events), std::move(position));
+      },
+      [this] { return node_.durable_position(); });
+  kernel_ingest_->start();
+}
+
+void NodeFeeds::stop_kernel_ingest() {
+  if (kernel_ingest_) kernel_ingest_->stop();
+}
+
+void NodeFeeds::shut_down() {
+  kernel_ingest_.reset();
+  if (dstate_thread_) dstate_thread_->stop();
+  if (sysfs_thread_) sysfs_thread_->stop();
+}
+
+KernelIngestStatus NodeFeeds::kernel_status() const {
+  if (kernel_ingest_) return kernel_ingest_->status();
+  KernelIngestStatus s;
+  s.source = "none";
+  s.state = "off";
+  return s;
+}
+
+}  // namespace triage::agent
