@@ -36,8 +36,7 @@ std::vector<UniqueRole> unique_roles() {
        [](const SignatureClass& c) { return c.task_end == TaskEnd::kSignal; }, false},
       {"task-end", "task-end = nonzero-exit",
        [](const SignatureClass& c) { return c.task_end == TaskEnd::kNonzeroExit; }, false},
-      {"traceback", "traceback = true", [](const SignatureClass& c) { return c.traceback; },
-       false},
+      {"traceback", "traceback = true", [](const SignatureClass& c) { return c.traceback; }, false},
       {"heartbeat-check", "heartbeat-check = true",
        [](const SignatureClass& c) { return c.heartbeat_check; }, false},
   };
@@ -58,7 +57,8 @@ void check_unique_roles(const SignatureCatalog& catalog, std::vector<InputError>
     }
     if (first == nullptr && role.required && !catalog.classes().empty()) {
       const SignatureClass& any = catalog.classes().front();
-      errors.emplace_back(any.file, 0, "no class declares " + role.what + "; the diagnosis needs one");
+      errors.emplace_back(any.file, 0,
+                          "no class declares " + role.what + "; the diagnosis needs one");
     }
   }
 }
@@ -84,8 +84,7 @@ void check_class(const SignatureClass& c, const std::vector<std::string>& known_
                                  "derived)"));
   }
   for (const auto& p : c.playbooks) {
-    if (std::find(known_playbooks.begin(), known_playbooks.end(), p.value) !=
-        known_playbooks.end())
+    if (std::find(known_playbooks.begin(), known_playbooks.end(), p.value) != known_playbooks.end())
       continue;
     std::string known;
     for (const auto& k : known_playbooks)

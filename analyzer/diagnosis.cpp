@@ -166,7 +166,8 @@ Triage diagnose(const DiagnosisInput& in) {
   t.nodes = build_node_table(in.evidence, in.scan != nullptr ? &facts : nullptr);
   if (in.scan != nullptr) t.heartbeat = check_heartbeat(facts, in.scan->first_error_by_rank, cat);
   t.ray = ray_info(facts, t.status, in.has_tsdb_dir);
-  if (in.scan != nullptr) t.last_lines = last_lines_shown(in.scan->tail, t.status, t.primary_failure, cat);
+  if (in.scan != nullptr)
+    t.last_lines = last_lines_shown(in.scan->tail, t.status, t.primary_failure, cat);
 
   // The words.
   t.what_happened = what_happened(t, cat);

@@ -43,8 +43,8 @@ std::string stall_text(const ProgressProjection& p) {
                      format_duration(*p.stall_seconds) + " before " +
                      (p.reference_basis == "now" ? std::string("now") : p.reference_basis);
   if (p.expected_step) {
-    what += "; at this job's step time it should have reached step " +
-            std::to_string(*p.expected_step);
+    what +=
+        "; at this job's step time it should have reached step " + std::to_string(*p.expected_step);
   }
   return what + ".";
 }
@@ -134,7 +134,8 @@ std::vector<std::string> input_notes(const Triage& t) {
                   " line(s) longer than the scan buffer were scanned in pieces; evidence "
                   "quotes them truncated.");
   }
-  if (t.scan.stopped_early) out.push_back("Only the first part of the log was scanned (size limit).");
+  if (t.scan.stopped_early)
+    out.push_back("Only the first part of the log was scanned (size limit).");
   if (t.progress.restarts_in_log > 0) {
     out.push_back("Training restarted " + std::to_string(t.progress.restarts_in_log) +
                   " time(s) within this log; the projection describes the last run.");

@@ -44,8 +44,8 @@ RankingResult rank_failures(const SignatureCatalog& catalog,
       bool explains = catalog.explains(static_cast<int>(occ[a].cls), static_cast<int>(occ[b].cls));
       const Finding* fa = occ[a].first;
       const Finding* fb = occ[b].first;
-      if (!explains && classes[occ[b].cls].traceback && fa != nullptr &&
-          fb != nullptr && fa->traceback_line > 0 && fa->traceback_line == fb->line) {
+      if (!explains && classes[occ[b].cls].traceback && fa != nullptr && fb != nullptr &&
+          fa->traceback_line > 0 && fa->traceback_line == fb->line) {
         explains = true;
       }
       if (explains && (best < 0 || earlier(key(a), key(static_cast<size_t>(best)))))

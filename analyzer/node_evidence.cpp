@@ -167,8 +167,8 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
         } else {
           // The same at exit-code level: a cancellation's codes (the catalog's), or 128+SIGKILL.
           const SignatureClass* by_code = catalog.exit_code_class(*t.exit_code);
-          if (cancelled && ((by_code != nullptr && by_code->cancellation) ||
-                            *t.exit_code == 128 + SIGKILL))
+          if (cancelled &&
+              ((by_code != nullptr && by_code->cancellation) || *t.exit_code == 128 + SIGKILL))
             continue;
           f.cls = class_id_or_empty(catalog.task_end_class(TaskEnd::kNonzeroExit));
           f.text = who + " exited with code " + std::to_string(*t.exit_code);

@@ -36,8 +36,8 @@ void add(FoundClasses& found, const ClassOccurrence& o, const ClassMatches* m) {
 bool stopped_before_end(const DerivedFacts& f) {
   const ProgressProjection& p = f.progress;
   return p.has_steps && p.stalled &&
-         (f.status == kStatusHanging || f.status == kStatusCancelled ||
-          f.status == kStatusFailed || f.status == kStatusUnknown);
+         (f.status == kStatusHanging || f.status == kStatusCancelled || f.status == kStatusFailed ||
+          f.status == kStatusUnknown);
 }
 
 // A log line of the primary, among the first and last ones kept, up to four in all.
@@ -222,8 +222,7 @@ PrimaryEvidence primary_evidence(const FoundClasses& found, int primary,
   // Trusted evidence of the primary: the related task exits on the same host.
   if (po.first != nullptr && po.first->trusted) {
     for (const auto& tf : found.trusted) {
-      if (&tf.finding != po.first && tf.finding.host == po.first->host &&
-          out.evidence.size() < 8 &&
+      if (&tf.finding != po.first && tf.finding.host == po.first->host && out.evidence.size() < 8 &&
           (tf.finding.cls == pc.id || tf.finding.source.rfind("tasks:", 0) == 0)) {
         out.evidence.push_back(tf.finding);
       }

@@ -52,9 +52,9 @@ std::string_view to_string(TaskEnd e) {
 namespace {
 
 constexpr std::pair<Blame, std::string_view> kBlameNames[] = {
-    {Blame::kUserCode, "user-code"}, {Blame::kUserConfig, "user-config"},
+    {Blame::kUserCode, "user-code"},   {Blame::kUserConfig, "user-config"},
     {Blame::kInputData, "input-data"}, {Blame::kPlatform, "platform"},
-    {Blame::kScheduler, "scheduler"}, {Blame::kUnknown, "unknown"},
+    {Blame::kScheduler, "scheduler"},  {Blame::kUnknown, "unknown"},
 };
 
 }  // namespace
@@ -335,28 +335,15 @@ bool load_class_property(const RuleSection& sec, const RuleEntry& e, SignatureCl
 }
 
 const std::set<std::string>& signature_keys() {
-  static const std::set<std::string> keys = {"title",
-                                             "priority",
-                                             "role",
-                                             "stage",
-                                             "pattern",
-                                             "cause-pattern",
-                                             "exclude",
-                                             "explains",
-                                             "derived",
-                                             "status",
-                                             "exit-code",
-                                             "task-end",
-                                             "traceback",
-                                             "heartbeat-check",
-                                             "blame",
-                                             "playbook",
-                                             "kernel-event",
-                                             "kernel-min-severity",
-                                             "slurm-state",
-                                             "explain",
-                                             "next",
-                                             "next-if-live"};
+  static const std::set<std::string> keys = {
+      "title",       "priority",        "role",
+      "stage",       "pattern",         "cause-pattern",
+      "exclude",     "explains",        "derived",
+      "status",      "exit-code",       "task-end",
+      "traceback",   "heartbeat-check", "blame",
+      "playbook",    "kernel-event",    "kernel-min-severity",
+      "slurm-state", "explain",         "next",
+      "next-if-live"};
   return keys;
 }
 
@@ -603,7 +590,8 @@ const SignatureClass* SignatureCatalog::derived_class(Derivation d) const {
 }
 
 const SignatureClass* SignatureCatalog::exit_code_class(int code) const {
-  return first_class(classes_, [code](const SignatureClass& c) { return c.claims_exit_code(code); });
+  return first_class(classes_,
+                     [code](const SignatureClass& c) { return c.claims_exit_code(code); });
 }
 
 const SignatureClass* SignatureCatalog::task_end_class(TaskEnd e) const {

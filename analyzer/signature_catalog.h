@@ -25,9 +25,9 @@ std::string_view to_string(ClassRole r);
 // How a class without log patterns is found (`derived = ...`). Stall and no-evidence are unique
 // roles: the diagnosis asks the catalog for the one class that plays each.
 enum class Derivation {
-  kNone,      // found by its patterns
-  kEvidence,  // only from trusted evidence: kernel events, Slurm state (`derived = evidence`)
-  kStall,     // training steps stopped before the job ended (`derived = stall`)
+  kNone,        // found by its patterns
+  kEvidence,    // only from trusted evidence: kernel events, Slurm state (`derived = evidence`)
+  kStall,       // training steps stopped before the job ended (`derived = stall`)
   kNoEvidence,  // the job ended without a summary and nothing explains it (`derived = no-evidence`)
 };
 std::string_view to_string(Derivation d);

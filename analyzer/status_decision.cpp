@@ -15,7 +15,8 @@ bool cancellation_code(int code, const SignatureCatalog& catalog) {
 StatusVerdict from_summary(const Triage::Summary& sum, const SignatureCatalog& catalog) {
   const int code = sum.exit_code.value_or(sum.status_word == "SUCCESS" ? 0 : 1);
   if (cancellation_code(code, catalog) || sum.status_word == "CANCELLED")
-    return {kStatusCancelled, "JOB SUMMARY reports exit " + std::to_string(code) + " (cancellation)"};
+    return {kStatusCancelled,
+            "JOB SUMMARY reports exit " + std::to_string(code) + " (cancellation)"};
   if (sum.status_word == "SUCCESS" || (sum.status_word.empty() && code == 0))
     return {kStatusCompleted, "JOB SUMMARY reports SUCCESS (exit " + std::to_string(code) + ")"};
   return {kStatusFailed, "JOB SUMMARY reports " +

@@ -22,7 +22,7 @@ struct Timeline {
 };
 
 struct TimelineFacts {
-  std::string slurm_state;    // trusted ("" = unknown)
+  std::string slurm_state;     // trusted ("" = unknown)
   int64_t slurm_end_usec = 0;  // the job's end time in the agent's evidence
   bool log_read = false;
   bool summary_found = false;

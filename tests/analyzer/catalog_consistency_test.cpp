@@ -38,9 +38,8 @@ std::string all(const std::vector<InputError>& errors) {
 }
 
 TEST(CatalogConsistency, TheShippedCatalogIsConsistent) {
-  const std::vector<std::string> every = {"hang",     "heartbeat",  "oom",
-                                          "hardware", "gpu-health", "network-health",
-                                          "training-stability"};
+  const std::vector<std::string> every = {
+      "hang", "heartbeat", "oom", "hardware", "gpu-health", "network-health", "training-stability"};
   EXPECT_EQ(all(check_catalog_consistency(test::shipped_catalog(), every)), "");
 }
 
@@ -64,19 +63,21 @@ TEST(CatalogConsistency, ACatalogWithoutAnUnexplainedDeathClassIsRejected) {
 TEST(CatalogConsistency, TwoStallClassesAreRejectedAtTheSecondOnesDerivedLine) {
   const Checked c = check_text(std::string(kRequired) +
                                "[signature stuck-too]\ntitle = t\nderived = stall\nexplain = x\n");
-  EXPECT_NE(all(c.consistency).find("site.rules:9: [signature stuck-too]: derived: only one class "
-                                    "may declare derived = stall (the hang found from step progress); "
-                                    "[signature stuck] (site.rules:2) already does"),
+  EXPECT_NE(all(c.consistency)
+                .find("site.rules:9: [signature stuck-too]: derived: only one class "
+                      "may declare derived = stall (the hang found from step progress); "
+                      "[signature stuck] (site.rules:2) already does"),
             std::string::npos)
       << all(c.consistency);
 }
 
 TEST(CatalogConsistency, TwoTracebackClassesAreRejected) {
-  const Checked c = check_text(std::string(kRequired) +
-                               "[signature tb1]\npattern = Traceback \\(most recent\ntraceback = true\n"
-                               "explain = x\n"
-                               "[signature tb2]\npattern = Exception in thread\ntraceback = true\n"
-                               "explain = x\n");
+  const Checked c =
+      check_text(std::string(kRequired) +
+                 "[signature tb1]\npattern = Traceback \\(most recent\ntraceback = true\n"
+                 "explain = x\n"
+                 "[signature tb2]\npattern = Exception in thread\ntraceback = true\n"
+                 "explain = x\n");
   EXPECT_NE(all(c.consistency).find("site.rules:13: [signature tb2]: traceback: only one class"),
             std::string::npos)
       << all(c.consistency);
@@ -99,9 +100,10 @@ TEST(CatalogConsistency, ADerivedClassWithPatternsIsRejected) {
   const Checked c = check_text(std::string(kRequired) +
                                "[signature odd]\nderived = evidence\npattern = GPU fell off\n"
                                "explain = x\n");
-  EXPECT_NE(all(c.consistency)
-                .find("site.rules:8: [signature odd]: derived: a derived class has no log patterns"),
-            std::string::npos)
+  EXPECT_NE(
+      all(c.consistency)
+          .find("site.rules:8: [signature odd]: derived: a derived class has no log patterns"),
+      std::string::npos)
       << all(c.consistency);
 }
 
@@ -117,11 +119,11 @@ TEST(CatalogConsistency, AnUnknownPlaybookIsRejectedAtItsLineListingTheKnownOnes
 }
 
 TEST(CatalogConsistency, AnUnknownBlameIsRejectedWhenLoading) {
-  const Checked c = check_text(std::string(kRequired) +
-                               "[signature slow]\npattern = step time doubled\nblame = cosmic-rays\n"
-                               "explain = x\n");
-  EXPECT_NE(all(c.load).find("site.rules:9: blame: unknown blame 'cosmic-rays'"),
-            std::string::npos)
+  const Checked c =
+      check_text(std::string(kRequired) +
+                 "[signature slow]\npattern = step time doubled\nblame = cosmic-rays\n"
+                 "explain = x\n");
+  EXPECT_NE(all(c.load).find("site.rules:9: blame: unknown blame 'cosmic-rays'"), std::string::npos)
       << all(c.load);
 }
 
@@ -139,8 +141,7 @@ TEST(CatalogConsistency, BadValuesOfTheRoleKeysAreRejectedWhenLoading) {
                                "exit-code = 300\nstatus = failed\ntask-end = sometimes\n"
                                "derived = maybe\nexplain = x\n");
   const std::string e = all(c.load);
-  EXPECT_NE(e.find("site.rules:9: exit-code: expected exit codes from 0 to 255"),
-            std::string::npos)
+  EXPECT_NE(e.find("site.rules:9: exit-code: expected exit codes from 0 to 255"), std::string::npos)
       << e;
   EXPECT_NE(e.find("site.rules:10: status: expected cancelled"), std::string::npos) << e;
   EXPECT_NE(e.find("site.rules:11: task-end: expected signal or nonzero-exit"), std::string::npos)

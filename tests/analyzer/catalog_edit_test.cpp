@@ -42,9 +42,9 @@ SignatureCatalog edited_catalog(const std::string& text) {
 // A job that failed with `code` and printed nothing any class matches.
 std::string primary_of_failed_job(const SignatureCatalog& cat, int code) {
   const ScanPlan plan(cat);
-  const ScanResult scan = test::scan_text_with(
-      plan, "starting training\n JOB SUMMARY\n Status: FAILED (exit " + std::to_string(code) +
-                ")\n");
+  const ScanResult scan =
+      test::scan_text_with(plan, "starting training\n JOB SUMMARY\n Status: FAILED (exit " +
+                                     std::to_string(code) + ")\n");
   DiagnosisInput in;
   in.catalog = &cat;
   in.scan = &scan;
@@ -132,8 +132,8 @@ TEST(CatalogEdit, AHangIsFoundByItsStallRoleWhateverTheClassIsCalled) {
 
   std::string log;
   for (int step = 0; step <= 5; ++step) {
-    log += "0: [2026-11-21 10:00:0" + std::to_string(step) + "] completed step: " +
-           std::to_string(step) + ", seconds: 1.000\n";
+    log += "0: [2026-11-21 10:00:0" + std::to_string(step) +
+           "] completed step: " + std::to_string(step) + ", seconds: 1.000\n";
   }
   const ScanPlan plan(cat);
   const ScanResult scan = test::scan_text_with(plan, log);

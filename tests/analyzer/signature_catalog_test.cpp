@@ -189,10 +189,10 @@ TEST(SignatureCatalog, TheShippedClassesPlayTheRolesTheDiagnosisLooksUp) {
 
 TEST(SignatureCatalog, DerivedTrueIsStillReadAsDerivedFromEvidence) {
   SignatureCatalog cat;
-  const auto errors =
-      load_errors("[signature gpu-gone]\nderived = true\nkernel-event = gpu-fallen-off-bus\n"
-                  "explain = x\n",
-                  &cat);
+  const auto errors = load_errors(
+      "[signature gpu-gone]\nderived = true\nkernel-event = gpu-fallen-off-bus\n"
+      "explain = x\n",
+      &cat);
   EXPECT_TRUE(errors.empty());
   ASSERT_NE(cat.find("gpu-gone"), nullptr);
   EXPECT_EQ(cat.find("gpu-gone")->derived, Derivation::kEvidence);

@@ -62,9 +62,9 @@ TEST(Timeline, ARunningJobHasNotEnded) {
 }
 
 TEST(Timeline, TheFirstTimedCancellationClassOfTheCatalogGivesTheTime) {
-  const ScanResult scan =
-      test::scan_text("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-21T10:00:00 DUE TO "
-                      "TIME LIMIT ***\n");
+  const ScanResult scan = test::scan_text(
+      "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-21T10:00:00 DUE TO "
+      "TIME LIMIT ***\n");
   const CancellationInLog c = cancellation_in_log(scan, cat());
   EXPECT_TRUE(c.found);
   EXPECT_GT(c.time_usec, 0);

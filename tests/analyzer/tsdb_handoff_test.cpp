@@ -119,7 +119,8 @@ TEST(TsdbHandoff, ALiveRayJobIsReadFromItsHeadNodesPrometheus) {
   EXPECT_EQ(r.head_host, "node001");
   EXPECT_EQ(r.head_port, 9190);
   t.ray.live = false;
-  EXPECT_EQ(tsdb_request_for(t, test::shipped_catalog(), nullptr, {}).liveness, tsdb::JobLiveness::kUnknown);
+  EXPECT_EQ(tsdb_request_for(t, test::shipped_catalog(), nullptr, {}).liveness,
+            tsdb::JobLiveness::kUnknown);
 }
 
 TEST(TsdbHandoff, UnreadableMetricsAreANoteAndTheSectionClaimsNothing) {
