@@ -216,7 +216,9 @@ PrimaryEvidence primary_evidence(const FoundClasses& found, int primary,
   const SignatureClass& pc = catalog.classes()[po.cls];
   out.stage = po.first != nullptr && !po.first->stage.empty() ? po.first->stage : pc.stage;
   if (po.first != nullptr) out.evidence.push_back(*po.first);
-  if (const ClassMatches* m = found.matches[static_cast<size_t>(primary)])
+  // A class the log matched always has a first finding.
+  if (const ClassMatches* m = found.matches[static_cast<size_t>(primary)];
+      m != nullptr && po.first != nullptr)
     add_matched_lines(*m, *po.first, pc.id, out);
   add_exception_lines(tracebacks, pc.id, out.evidence);
   // Trusted evidence of the primary: the related task exits on the same host.

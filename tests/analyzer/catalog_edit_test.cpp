@@ -142,7 +142,7 @@ TEST(CatalogEdit, AHangIsFoundByItsStallRoleWhateverTheClassIsCalled) {
   in.scan = &scan;
   in.slurm_state = "RUNNING";
   in.slurm_state_source = "option";
-  in.now_usec = (1795255200LL + 4 * 3600) * 1000000;  // four hours after the last step
+  in.now_usec = (1795255200LL + 4LL * 3600) * 1000000;  // four hours after the last step
   const Triage t = diagnose(in);
   EXPECT_EQ(t.status, kStatusHanging);
   EXPECT_EQ(t.primary_failure, "stall");
