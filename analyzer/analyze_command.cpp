@@ -294,7 +294,7 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
   std::optional<tsdb::TsdbResult> metrics;
   if (analysis.mode == "full") {
     analysis.tsdb_hook = [&](Triage& tr, int /*job_dir_fd: the playbooks copy by path*/) {
-      metrics = tsdb::run_tsdb_analysis(tsdb_request_for(tr, evidence, o.tsdb));
+      metrics = tsdb::run_tsdb_analysis(tsdb_request_for(tr, plan.catalog(), evidence, o.tsdb));
       attach_tsdb_result(tr, *metrics, "");
     };
   }

@@ -33,19 +33,19 @@ RankingResult rank_failures(const SignatureCatalog& catalog,
     return Key{occ[i].order, classes[occ[i].cls].priority, t};
   };
 
-  // Who explains whom. A python-exception whose traceback ends in a more specific error (an XLA
-  // compile failure, an OOM) is explained by that error.
+  // Who explains whom. A traceback (the catalog's `traceback` class) that ends in a more specific
+  // error (an XLA compile failure, an OOM) is explained by that error.
   for (size_t b = 0; b < occ.size(); ++b) {
     int best = -1;
     for (size_t a = 0; a < occ.size(); ++a) {
       // Only a cause explains: a consequence class (a node's non-zero exit) does not account for
-      // others.
+      // others. A traceback ending in this finding's line is explained by it.
       if (a == b || role(a) != ClassRole::kCause) continue;
       bool explains = catalog.explains(static_cast<int>(occ[a].cls), static_cast<int>(occ[b].cls));
       const Finding* fa = occ[a].first;
       const Finding* fb = occ[b].first;
-      if (!explains && classes[occ[b].cls].id == "python-exception" && fa != nullptr &&
-          fb != nullptr && fa->traceback_line > 0 && fa->traceback_line == fb->line) {
+      if (!explains && classes[occ[b].cls].traceback && fa != nullptr && fb != nullptr &&
+          fa->traceback_line > 0 && fa->traceback_line == fb->line) {
         explains = true;
       }
       if (explains && (best < 0 || earlier(key(a), key(static_cast<size_t>(best)))))

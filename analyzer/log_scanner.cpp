@@ -276,8 +276,7 @@ class Scanner {
     }
     if (f.time_usec == 0) f.time_usec = leading_timestamp_usec(lt.text, year_).value_or(0);
     f.captures = std::move(captures);
-    if (c.id != "python-exception" && opt_.collect_facts)
-      f.traceback_line = facts_.open_traceback(lt.rank);
+    if (!c.traceback && opt_.collect_facts) f.traceback_line = facts_.open_traceback(lt.rank);
     if (c.role == ClassRole::kCause && lt.rank >= 0 &&
         out_.first_error_by_rank.size() < kMaxRankErrors) {
       out_.first_error_by_rank.emplace(lt.rank, std::make_pair(line_no_, cls));

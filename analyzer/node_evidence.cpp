@@ -15,8 +15,14 @@ bool severity_at_least(Severity s, Severity min) {
   return static_cast<int>(s) >= static_cast<int>(min);
 }
 
-bool cancelled_state(const std::string& st) {
-  return st == "CANCELLED" || st == "TIMEOUT" || st == "PREEMPTED" || st == "DEADLINE";
+// A Slurm state the catalog gives to a cancellation class (CANCELLED, TIMEOUT, PREEMPTED, ...).
+bool cancelled_state(const std::string& st, const SignatureCatalog& catalog) {
+  const SignatureClass* c = st.empty() ? nullptr : catalog.slurm_state_class(st);
+  return c != nullptr && c->cancellation;
+}
+
+std::string class_id_or_empty(const SignatureClass* c) {
+  return c == nullptr ? std::string() : c->id;
 }
 
 // The line of a multi-line kernel record that names the event's process: for an OOM report that is
@@ -93,7 +99,7 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
                                              const std::string& slurm_state,
                                              const SignatureCatalog& catalog) {
   std::vector<TrustedFinding> out;
-  const bool cancelled = cancelled_state(slurm_state);
+  const bool cancelled = cancelled_state(slurm_state, catalog);
   if (evidence != nullptr) {
     for (const auto& node : evidence->nodes) {
       bool oom_decisive_here = false;
@@ -153,15 +159,18 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
           if (sig == SIGTERM || sig == SIGINT ||
               (sig == SIGKILL && (cancelled || oom_decisive_here)))
             continue;
-          f.cls = "signal-kill";
+          f.cls = class_id_or_empty(catalog.task_end_class(TaskEnd::kSignal));
           f.text = who + " was killed by " + task_outcome(t);
           // Not decisive: a crash at teardown after an exception, or an abort after JAX's
           // coordinated shutdown, is a consequence; the ranking decides with the log.
           tf.decisive = false;
         } else {
-          if (cancelled && (*t.exit_code == 143 || *t.exit_code == 130 || *t.exit_code == 137))
+          // The same at exit-code level: a cancellation's codes (the catalog's), or 128+SIGKILL.
+          const SignatureClass* by_code = catalog.exit_code_class(*t.exit_code);
+          if (cancelled &&
+              ((by_code != nullptr && by_code->cancellation) || *t.exit_code == 128 + SIGKILL))
             continue;
-          f.cls = "subprocess-fail";
+          f.cls = class_id_or_empty(catalog.task_end_class(TaskEnd::kNonzeroExit));
           f.text = who + " exited with code " + std::to_string(*t.exit_code);
         }
         const SignatureClass* c = catalog.find(f.cls);

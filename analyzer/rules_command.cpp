@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/catalog_consistency.h"
 #include "analyzer/signature_catalog.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
@@ -12,14 +13,22 @@ namespace {
 
 constexpr const char* kHelp = R"(usage: slurm-triage rules check [DIR ...]
        slurm-triage rules list [--rules DIR ...]
+       slurm-triage rules show CLASS [--rules DIR ...]
 
 check   load every rule layer (the shipped catalogs, /etc/slurm/triage.d, then each DIR), compile
-        every pattern, and print each problem as file:line: message. Exit 1 if there was any.
-list    print the failure classes (id, priority, role, stage, title) and the known-harmless
-        entries of the log-signature catalog.
+        every pattern, check that the classes agree with each other, and print each problem as
+        file:line: message. Exit 1 if there was any.
+list    print the failure classes (id, priority, role, blame, stage, title) and the
+        known-harmless entries of the log-signature catalog.
+show    print one failure class: its properties, patterns, explanation and next steps.
 
 exit status: 0 fine, 1 the catalog has errors, 2 usage error.
 )";
+
+// The metrics playbooks full mode knows. The integrator replaces this list with
+// tsdb::known_playbook_ids() (analyzer/tsdb/playbook_table.h), the playbook table's own ids.
+const std::vector<std::string> kKnownPlaybookIds = {
+    "hang", "heartbeat", "oom", "hardware", "gpu-health", "network-health", "training-stability"};
 
 std::string role_name(ClassRole r) {
   return std::string(to_string(r));
@@ -29,6 +38,8 @@ int check(const std::vector<std::string>& dirs) {
   std::vector<InputError> errors;
   std::vector<std::string> files;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors, &files);
+  for (auto& e : check_catalog_consistency(cat, kKnownPlaybookIds))
+    errors.push_back(std::move(e));
   for (const auto& e : errors)
     (void)std::printf("%s\n", e.what());
   size_t patterns = 0;
@@ -48,16 +59,78 @@ int list(const std::vector<std::string>& dirs) {
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
   for (const auto& e : errors)
     (void)std::fprintf(stderr, "%s\n", e.what());
-  (void)std::printf("%-20s %8s  %-11s %-16s %s\n", "CLASS", "PRIORITY", "ROLE", "STAGE", "TITLE");
+  (void)std::printf("%-20s %8s  %-11s %-11s %-16s %s\n", "CLASS", "PRIORITY", "ROLE", "BLAME",
+                    "STAGE", "TITLE");
   for (const auto& c : cat.classes()) {
     std::string stage = c.stage.empty() ? "-" : c.stage;
-    (void)std::printf("%-20s %8d  %-11s %-16s %s%s\n", c.id.c_str(), c.priority,
-                      role_name(c.role).c_str(), stage.c_str(), c.title.c_str(),
-                      c.derived ? " (derived)" : "");
+    (void)std::printf("%-20s %8d  %-11s %-11s %-16s %s%s\n", c.id.c_str(), c.priority,
+                      role_name(c.role).c_str(), std::string(to_string(c.blame)).c_str(),
+                      stage.c_str(), c.title.c_str(), c.is_derived() ? " (derived)" : "");
   }
   (void)std::printf("\n%-20s %s\n", "HARMLESS", "WHY");
   for (const auto& h : cat.harmless())
     (void)std::printf("%-20s %s\n", h.id.c_str(), h.why.c_str());
+  return errors.empty() ? 0 : 1;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v)
+    out += (out.empty() ? "" : " ") + s;
+  return out.empty() ? "-" : out;
+}
+
+// The properties the diagnosis looks the class up by, one `key: value` line each.
+void print_class_properties(const SignatureClass& c) {
+  std::vector<std::string> codes;
+  for (const auto& code : c.exit_codes)
+    codes.push_back(std::to_string(code.value));
+  const std::pair<const char*, std::string> rows[] = {
+      {"title", c.title},
+      {"defined", c.file + ":" + std::to_string(c.line)},
+      {"priority", std::to_string(c.priority)},
+      {"role", role_name(c.role)},
+      {"blame", std::string(to_string(c.blame))},
+      {"stage", c.stage.empty() ? "-" : c.stage},
+      {"derived", std::string(to_string(c.derived))},
+      {"status", c.cancellation ? "cancelled" : "-"},
+      {"exit-code", joined(codes)},
+      {"task-end", c.task_end == TaskEnd::kNone ? "-" : std::string(to_string(c.task_end))},
+      {"traceback", c.traceback ? "true" : "false"},
+      {"heartbeat-check", c.heartbeat_check ? "true" : "false"},
+      {"playbook", joined(c.playbook_ids())},
+      {"explains", joined(c.explains)},
+      {"kernel-event", joined(c.kernel_events)},
+      {"slurm-state", joined(c.slurm_states)},
+  };
+  for (const auto& [key, value] : rows)
+    (void)std::printf("%-16s %s\n", key, value.c_str());
+}
+
+int show(const std::string& class_id, const std::vector<std::string>& dirs) {
+  if (class_id.empty()) {
+    (void)std::fprintf(stderr, "slurm-triage rules show: name a class (slurm-triage rules list)\n");
+    return 2;
+  }
+  std::vector<InputError> errors;
+  const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
+  for (const auto& e : errors)
+    (void)std::fprintf(stderr, "%s\n", e.what());
+  const SignatureClass* c = cat.find(class_id);
+  if (c == nullptr) {
+    (void)std::fprintf(stderr, "slurm-triage rules show: no class '%s' (slurm-triage rules list)\n",
+                       class_id.c_str());
+    return 1;
+  }
+  (void)std::printf("[signature %s]\n", c->id.c_str());
+  print_class_properties(*c);
+  for (const auto& p : c->patterns)
+    (void)std::printf("%-16s %s\n", p.as_cause ? "cause-pattern" : "pattern", p.source.c_str());
+  for (const auto& p : c->excludes)
+    (void)std::printf("%-16s %s\n", "exclude", p.source.c_str());
+  (void)std::printf("%-16s %s\n", "explain", c->explain.c_str());
+  for (const auto& n : c->next)
+    (void)std::printf("%-16s %s\n", n.live_only ? "next-if-live" : "next", n.text.c_str());
   return errors.empty() ? 0 : 1;
 }
 
@@ -109,6 +182,7 @@ int run_rules(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> dirs;
+  std::string class_id;  // `show`'s first operand
   bool ere = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -127,12 +201,15 @@ int run_rules(int argc, char** argv) {
     } else if (!a.empty() && a[0] == '-') {
       (void)std::fprintf(stderr, "slurm-triage rules: unknown option %s\n", a.c_str());
       return 2;
+    } else if (sub == "show" && class_id.empty()) {
+      class_id = a;
     } else {
       dirs.push_back(a);
     }
   }
   if (sub == "check") return check(dirs);
   if (sub == "list") return list(dirs);
+  if (sub == "show") return show(class_id, dirs);
   if (sub == "export-patterns") return export_patterns(dirs, ere);
   (void)std::fprintf(stderr, "slurm-triage rules: unknown subcommand '%s'\n\n%s", sub.c_str(),
                      kHelp);

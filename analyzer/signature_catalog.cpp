@@ -23,6 +23,75 @@ std::string_view to_string(ClassRole r) {
   return "cause";
 }
 
+std::string_view to_string(Derivation d) {
+  switch (d) {
+    case Derivation::kNone:
+      return "false";
+    case Derivation::kEvidence:
+      return "evidence";
+    case Derivation::kStall:
+      return "stall";
+    case Derivation::kNoEvidence:
+      return "no-evidence";
+  }
+  return "false";
+}
+
+std::string_view to_string(TaskEnd e) {
+  switch (e) {
+    case TaskEnd::kNone:
+      return "";
+    case TaskEnd::kSignal:
+      return "signal";
+    case TaskEnd::kNonzeroExit:
+      return "nonzero-exit";
+  }
+  return "";
+}
+
+namespace {
+
+constexpr std::pair<Blame, std::string_view> kBlameNames[] = {
+    {Blame::kUserCode, "user-code"},   {Blame::kUserConfig, "user-config"},
+    {Blame::kInputData, "input-data"}, {Blame::kPlatform, "platform"},
+    {Blame::kScheduler, "scheduler"},  {Blame::kUnknown, "unknown"},
+};
+
+}  // namespace
+
+std::string_view to_string(Blame b) {
+  for (const auto& [value, name] : kBlameNames) {
+    if (value == b) return name;
+  }
+  return "unknown";
+}
+
+std::optional<Blame> parse_blame(std::string_view s) {
+  for (const auto& [value, name] : kBlameNames) {
+    if (name == s) return value;
+  }
+  return std::nullopt;
+}
+
+bool SignatureClass::claims_exit_code(int code) const {
+  return std::any_of(exit_codes.begin(), exit_codes.end(),
+                     [code](const Declared<int>& d) { return d.value == code; });
+}
+
+std::vector<std::string> SignatureClass::playbook_ids() const {
+  std::vector<std::string> out;
+  for (const auto& p : playbooks)
+    out.push_back(p.value);
+  return out;
+}
+
+int SignatureClass::line_of(std::string_view key) const {
+  for (const auto& k : key_lines) {
+    if (k.value == key) return k.line;
+  }
+  return line;
+}
+
 namespace {
 
 RE2::Options pattern_options() {
@@ -186,22 +255,95 @@ std::optional<bool> parse_bool(std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<Derivation> parse_derivation(std::string_view v) {
+  if (v == "stall") return Derivation::kStall;
+  if (v == "no-evidence") return Derivation::kNoEvidence;
+  // `true` is the older spelling of `evidence`, kept for site catalogs written before the roles.
+  if (v == "evidence" || v == "true" || v == "yes") return Derivation::kEvidence;
+  if (v == "false" || v == "no") return Derivation::kNone;
+  return std::nullopt;
+}
+
+// A space-separated list of exit codes (0-255) into `out`; false on a bad one.
+bool parse_exit_codes(const RuleEntry& e, std::vector<Declared<int>>& out) {
+  bool any = false;
+  for (const auto part : split(e.value, ' ')) {
+    const auto word = trim(part);
+    if (word.empty()) continue;
+    const auto v = parse_int(word);
+    if (!v || *v < 0 || *v > 255) return false;
+    out.push_back({static_cast<int>(*v), e.line});
+    any = true;
+  }
+  return any;
+}
+
+// The keys that say how the diagnosis treats a class (roles, exit codes, blame, playbooks).
+// Returns false when `e` is not one of them.
+bool load_class_property(const RuleSection& sec, const RuleEntry& e, SignatureClass& c,
+                         std::vector<InputError>& errors) {
+  if (e.key == "derived") {
+    const auto d = parse_derivation(e.value);
+    if (!d) {
+      errors.push_back(sec.error(e, "expected stall, no-evidence, evidence (or true) or false"));
+    } else {
+      c.derived = *d;
+    }
+  } else if (e.key == "status") {
+    if (e.value != "cancelled") {
+      errors.push_back(sec.error(e, "expected cancelled (a cause class makes a job failed)"));
+    } else {
+      c.cancellation = true;
+    }
+  } else if (e.key == "exit-code") {
+    if (!parse_exit_codes(e, c.exit_codes))
+      errors.push_back(sec.error(e, "expected exit codes from 0 to 255, separated by spaces"));
+  } else if (e.key == "task-end") {
+    if (e.value == "signal") {
+      c.task_end = TaskEnd::kSignal;
+    } else if (e.value == "nonzero-exit") {
+      c.task_end = TaskEnd::kNonzeroExit;
+    } else {
+      errors.push_back(sec.error(e, "expected signal or nonzero-exit"));
+    }
+  } else if (e.key == "traceback" || e.key == "heartbeat-check") {
+    const auto b = parse_bool(e.value);
+    if (!b) {
+      errors.push_back(sec.error(e, "expected true or false"));
+    } else {
+      (e.key == "traceback" ? c.traceback : c.heartbeat_check) = *b;
+    }
+  } else if (e.key == "blame") {
+    const auto b = parse_blame(e.value);
+    if (!b) {
+      errors.push_back(sec.error(e, "unknown blame '" + e.value +
+                                        "' (expected user-code, user-config, input-data, "
+                                        "platform, scheduler or unknown)"));
+    } else {
+      c.blame = *b;
+    }
+  } else if (e.key == "playbook") {
+    if (!valid_class_id(e.value)) {
+      errors.push_back(sec.error(e, "expected one playbook id"));
+    } else {
+      c.playbooks.push_back({e.value, e.line});
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
 const std::set<std::string>& signature_keys() {
-  static const std::set<std::string> keys = {"title",
-                                             "priority",
-                                             "role",
-                                             "stage",
-                                             "pattern",
-                                             "cause-pattern",
-                                             "exclude",
-                                             "explains",
-                                             "derived",
-                                             "kernel-event",
-                                             "kernel-min-severity",
-                                             "slurm-state",
-                                             "explain",
-                                             "next",
-                                             "next-if-live"};
+  static const std::set<std::string> keys = {
+      "title",       "priority",        "role",
+      "stage",       "pattern",         "cause-pattern",
+      "exclude",     "explains",        "derived",
+      "status",      "exit-code",       "task-end",
+      "traceback",   "heartbeat-check", "blame",
+      "playbook",    "kernel-event",    "kernel-min-severity",
+      "slurm-state", "explain",         "next",
+      "next-if-live"};
   return keys;
 }
 
@@ -221,6 +363,7 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
       errors.push_back(sec.error(e, "unknown key (see the header of log-signatures.rules)"));
       continue;
     }
+    if (c.line_of(e.key) == c.line) c.key_lines.push_back({e.key, e.line});
     if (e.key == "title") {
       c.title = e.value;
     } else if (e.key == "priority") {
@@ -266,13 +409,8 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
         const auto id = trim(part);
         if (!id.empty()) c.explains.emplace_back(id);
       }
-    } else if (e.key == "derived") {
-      const auto b = parse_bool(e.value);
-      if (!b) {
-        errors.push_back(sec.error(e, "expected true or false"));
-      } else {
-        c.derived = *b;
-      }
+    } else if (load_class_property(sec, e, c, errors)) {
+      // one of the properties the diagnosis looks the class up by
     } else if (e.key == "kernel-event") {
       if (e.value.empty()) {
         errors.push_back(sec.error(e, "expected a kernel event kind"));
@@ -302,7 +440,7 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
       c.next.push_back(SignatureClass::NextStep{e.value, e.key == "next-if-live"});
     }
   }
-  if (!c.derived && c.patterns.empty() && c.kernel_events.empty() && c.slurm_states.empty() &&
+  if (!c.is_derived() && c.patterns.empty() && c.kernel_events.empty() && c.slurm_states.empty() &&
       errors.size() == errors_before) {
     errors.push_back(sec.error("a class needs at least one pattern (or derived = true)"));
   }
@@ -435,6 +573,48 @@ bool SignatureCatalog::explains(int a, int b) const {
   const auto ua = static_cast<size_t>(a);
   const auto ub = static_cast<size_t>(b);
   return ua < explains_.size() && ub < explains_[ua].size() && explains_[ua][ub];
+}
+
+namespace {
+
+template <typename Pred>
+const SignatureClass* first_class(const std::vector<SignatureClass>& classes, Pred&& pred) {
+  const auto it = std::find_if(classes.begin(), classes.end(), pred);
+  return it == classes.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+const SignatureClass* SignatureCatalog::derived_class(Derivation d) const {
+  return first_class(classes_, [d](const SignatureClass& c) { return c.derived == d; });
+}
+
+const SignatureClass* SignatureCatalog::exit_code_class(int code) const {
+  return first_class(classes_,
+                     [code](const SignatureClass& c) { return c.claims_exit_code(code); });
+}
+
+const SignatureClass* SignatureCatalog::task_end_class(TaskEnd e) const {
+  return first_class(classes_, [e](const SignatureClass& c) { return c.task_end == e; });
+}
+
+const SignatureClass* SignatureCatalog::slurm_state_class(std::string_view state) const {
+  return first_class(classes_, [state](const SignatureClass& c) {
+    return std::find(c.slurm_states.begin(), c.slurm_states.end(), state) != c.slurm_states.end();
+  });
+}
+
+const SignatureClass* SignatureCatalog::traceback_class() const {
+  return first_class(classes_, [](const SignatureClass& c) { return c.traceback; });
+}
+
+const SignatureClass* SignatureCatalog::heartbeat_class() const {
+  return first_class(classes_, [](const SignatureClass& c) { return c.heartbeat_check; });
+}
+
+std::vector<std::string> SignatureCatalog::playbooks_for(std::string_view class_id) const {
+  const SignatureClass* c = find(class_id);
+  return c == nullptr ? std::vector<std::string>{} : c->playbook_ids();
 }
 
 std::optional<std::string> to_posix_ere(std::string_view src) {

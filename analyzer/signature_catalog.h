@@ -22,6 +22,32 @@ namespace triage {
 enum class ClassRole { kCause, kConsequence, kMinor };
 std::string_view to_string(ClassRole r);
 
+// How a class without log patterns is found (`derived = ...`). Stall and no-evidence are unique
+// roles: the diagnosis asks the catalog for the one class that plays each.
+enum class Derivation {
+  kNone,        // found by its patterns
+  kEvidence,    // only from trusted evidence: kernel events, Slurm state (`derived = evidence`)
+  kStall,       // training steps stopped before the job ended (`derived = stall`)
+  kNoEvidence,  // the job ended without a summary and nothing explains it (`derived = no-evidence`)
+};
+std::string_view to_string(Derivation d);
+
+// Which end of a task recorded by a node agent is trusted evidence of the class (`task-end`).
+enum class TaskEnd { kNone, kSignal, kNonzeroExit };
+std::string_view to_string(TaskEnd e);
+
+// Whose fault a failure of the class is by default (`blame`), before node evidence refines it.
+enum class Blame { kUserCode, kUserConfig, kInputData, kPlatform, kScheduler, kUnknown };
+std::string_view to_string(Blame b);
+std::optional<Blame> parse_blame(std::string_view s);
+
+// A value of a repeatable key, with the line it was declared on (for `rules check` messages).
+template <typename T>
+struct Declared {
+  T value;
+  int line = 0;
+};
+
 // One compiled pattern. A pattern whose text is a plain string (no regex operators) is matched as a
 // substring without RE2, which is most of the catalog and most of the matching work.
 struct CompiledPattern {
@@ -43,7 +69,18 @@ struct SignatureClass {
   int priority = 1000;
   ClassRole role = ClassRole::kCause;
   std::string stage;
-  bool derived = false;
+  Derivation derived = Derivation::kNone;
+  // `status = cancelled`: a line of the class is Slurm ending the job (scancel, time limit,
+  // preemption), so the job's status is cancelled and the cancellation may be the whole story.
+  bool cancellation = false;
+  std::vector<Declared<int>> exit_codes;  // JOB SUMMARY exit codes that name the class
+  TaskEnd task_end = TaskEnd::kNone;
+  bool traceback = false;        // its lines open a Python traceback (`traceback = true`)
+  bool heartbeat_check = false;  // the report's heartbeat checklist belongs to it
+  Blame blame = Blame::kUnknown;
+  std::vector<Declared<std::string>> playbooks;  // metrics playbook ids that apply to it
+  // The first line of each key the section wrote, for messages that point at a field.
+  std::vector<Declared<std::string>> key_lines;
   std::vector<CompiledPattern> patterns;
   std::vector<CompiledPattern> excludes;
   std::vector<std::string> explains;  // class ids this class causes
@@ -58,6 +95,12 @@ struct SignatureClass {
   std::vector<NextStep> next;
   std::string file;
   int line = 0;
+
+  bool is_derived() const { return derived != Derivation::kNone; }
+  bool claims_exit_code(int code) const;
+  std::vector<std::string> playbook_ids() const;
+  // The line `key` was first written on, or the section's line when it was not written.
+  int line_of(std::string_view key) const;
 };
 
 struct HarmlessEntry {
@@ -91,6 +134,17 @@ class SignatureCatalog {
 
   // Does `a` list `b` among the classes it explains?
   bool explains(int a, int b) const;
+
+  // The class that plays a role, or null; when several claim it (which `rules check` rejects),
+  // the first in catalog order.
+  const SignatureClass* derived_class(Derivation d) const;
+  const SignatureClass* exit_code_class(int code) const;
+  const SignatureClass* task_end_class(TaskEnd e) const;
+  const SignatureClass* slurm_state_class(std::string_view state) const;
+  const SignatureClass* traceback_class() const;
+  const SignatureClass* heartbeat_class() const;
+  // The metrics playbook ids that apply to a class (empty for an unknown class).
+  std::vector<std::string> playbooks_for(std::string_view class_id) const;
 
  private:
   std::vector<SignatureClass> classes_;

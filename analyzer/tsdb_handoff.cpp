@@ -26,11 +26,12 @@ const NodeRow* node_of_rank(const Triage& t, int64_t rank) {
   return nullptr;
 }
 
-// When the job failed, by the log: the primary failure's first line. A hang's evidence is its last
-// completed step, which is where the hang began, not where the job ended: its end is the summary's
-// "Finished:" time (cancel or time limit).
-std::optional<double> failure_time(const Triage& t) {
-  if (t.primary_failure != "hang") {
+// When the job failed, by the log: the primary failure's first line. A stall's (the hang's)
+// evidence is its last completed step, which is where the hang began, not where the job ended: its
+// end is the summary's "Finished:" time (cancel or time limit).
+std::optional<double> failure_time(const Triage& t, const SignatureCatalog& catalog) {
+  const SignatureClass* c = catalog.find(t.primary_failure);
+  if (c == nullptr || c->derived != Derivation::kStall) {
     for (const auto& f : t.evidence) {
       if (f.time_usec > 0) return seconds(f.time_usec);
     }
@@ -59,12 +60,13 @@ std::string link_target(const std::string& name) {
 
 }  // namespace
 
-tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
-                                   const TsdbHandoffOptions& options) {
+tsdb::TsdbRequest tsdb_request_for(const Triage& t, const SignatureCatalog& catalog,
+                                   const Evidence* evidence, const TsdbHandoffOptions& options) {
   tsdb::TsdbRequest r;
   r.job_dir = t.job_dir;
   if (t.job_id) r.job_id = std::to_string(*t.job_id);
   r.triage_class = t.primary_failure;
+  r.class_playbooks = catalog.playbooks_for(t.primary_failure);
   r.full = true;
 
   // The job's window and nodes are trusted facts only from Slurm (the agent's evidence). Without
@@ -83,7 +85,7 @@ tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
       add_unique(r.hosts, n.host);
   }
 
-  r.failure_time = failure_time(t);
+  r.failure_time = failure_time(t, catalog);
   const auto& p = t.progress;
   if (p.has_steps && p.last_step >= 0) {
     r.last_step = p.last_step;

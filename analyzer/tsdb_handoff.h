@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/signature_catalog.h"
 #include "analyzer/triage_report.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/error.h"
@@ -32,8 +33,10 @@ struct TsdbHandoffOptions {
 std::vector<InputError> apply_site_tsdb_config(const std::string& path, bool cli_url,
                                                bool cli_binary, TsdbHandoffOptions& options);
 
-tsdb::TsdbRequest tsdb_request_for(const Triage& t, const Evidence* evidence,
-                                   const TsdbHandoffOptions& options);
+// The request for the playbooks: `catalog` says which playbooks apply to the primary failure and
+// whether it is a stall (whose failure moment is its last step, not its evidence's time).
+tsdb::TsdbRequest tsdb_request_for(const Triage& t, const SignatureCatalog& catalog,
+                                   const Evidence* evidence, const TsdbHandoffOptions& options);
 
 // Fills t.tsdb and t.tsdb_markdown from `result` (linking `svg_name`, relative to the report, when
 // it is not empty) and adds the metrics' hardware verdicts to the recommendations. Call again with

@@ -45,6 +45,7 @@ struct TsdbRequest {
 
   // What the log triage concluded.
   std::string triage_class;              // hang, heartbeat-timeout, oom-host, node-fail, ...
+  std::vector<std::string> class_playbooks;  // the catalog's playbook ids for triage_class
   std::optional<double> failure_time;    // the crash / error line's time
   std::optional<double> last_step_time;  // wall clock of the last "completed step" (hang start)
   std::optional<int64_t> first_step;

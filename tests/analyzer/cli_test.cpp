@@ -223,5 +223,38 @@ TEST(Cli, RulesCheckAndList) {
   EXPECT_NE(ere.out.find("Detected [0-9]+ oom[-_]kill"), std::string::npos);
 }
 
+TEST(Cli, RulesCheckRejectsASiteClassClaimingAnExitCodeAnotherClassHas) {
+  test::ScratchDir d("rules");
+  test::write_file(d / "site.rules",
+                   "[signature watchdog-kill]\npattern = killed by the watchdog\nexit-code = 137\n"
+                   "playbook = thermal\nexplain = x\n");
+  const auto bad = run_cli({"rules", "check", d.str()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("site.rules:3: [signature watchdog-kill]: exit-code: 137 is already "
+                         "claimed by [signature signal-kill]"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find("site.rules:4: [signature watchdog-kill]: playbook: unknown playbook "
+                         "'thermal'"),
+            std::string::npos)
+      << bad.out;
+}
+
+TEST(Cli, RulesShowPrintsAClassesRolesBlameAndPlaybooks) {
+  const auto hang = run_cli({"rules", "show", "hang"});
+  EXPECT_EQ(hang.exit_code, 0) << hang.err;
+  EXPECT_NE(hang.out.find("[signature hang]\n"), std::string::npos) << hang.out;
+  EXPECT_NE(hang.out.find("\nderived          stall\n"), std::string::npos) << hang.out;
+  EXPECT_NE(hang.out.find("\nplaybook         hang\n"), std::string::npos) << hang.out;
+  const auto death = run_cli({"rules", "show", "unknown-death"});
+  EXPECT_NE(death.out.find("\nplaybook         oom hardware\n"), std::string::npos) << death.out;
+  const auto oom = run_cli({"rules", "show", "oom-host"});
+  EXPECT_NE(oom.out.find("\nblame            user-config\n"), std::string::npos) << oom.out;
+  EXPECT_EQ(run_cli({"rules", "show", "no-such-class"}).exit_code, 1);
+  EXPECT_EQ(run_cli({"rules", "show"}).exit_code, 2);
+  const auto list = run_cli({"rules", "list"});
+  EXPECT_NE(list.out.find(" BLAME "), std::string::npos) << list.out;
+}
+
 }  // namespace
 }  // namespace triage

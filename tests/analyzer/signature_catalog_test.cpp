@@ -165,6 +165,40 @@ TEST(SignatureCatalog, ReportsProblemsWithFileAndLine) {
       << msgs[4];
 }
 
+TEST(SignatureCatalog, TheShippedClassesPlayTheRolesTheDiagnosisLooksUp) {
+  const auto& cat = test::shipped_catalog();
+  EXPECT_EQ(cat.derived_class(Derivation::kStall)->id, "hang");
+  EXPECT_EQ(cat.derived_class(Derivation::kNoEvidence)->id, "unknown-death");
+  EXPECT_EQ(cat.task_end_class(TaskEnd::kSignal)->id, "signal-kill");
+  EXPECT_EQ(cat.task_end_class(TaskEnd::kNonzeroExit)->id, "subprocess-fail");
+  EXPECT_EQ(cat.traceback_class()->id, "python-exception");
+  EXPECT_EQ(cat.heartbeat_class()->id, "heartbeat-timeout");
+  for (const int code : {134, 135, 137, 139})
+    EXPECT_EQ(cat.exit_code_class(code)->id, "signal-kill") << code;
+  for (const int code : {130, 143})
+    EXPECT_TRUE(cat.exit_code_class(code)->cancellation) << code;
+  for (const char* id : {"cancelled", "time-limit", "preempted"})
+    EXPECT_TRUE(cat.find(id)->cancellation) << id;
+  EXPECT_EQ(cat.slurm_state_class("DEADLINE")->id, "time-limit");
+  EXPECT_EQ(cat.playbooks_for("unknown-death"), (std::vector<std::string>{"oom", "hardware"}));
+  EXPECT_EQ(cat.playbooks_for("signal-kill"), std::vector<std::string>{"hardware"});
+  EXPECT_TRUE(cat.playbooks_for("port-fail").empty());
+  EXPECT_EQ(cat.find("preempted")->blame, Blame::kScheduler);
+  EXPECT_EQ(cat.find("python-exception")->blame, Blame::kUserCode);
+}
+
+TEST(SignatureCatalog, DerivedTrueIsStillReadAsDerivedFromEvidence) {
+  SignatureCatalog cat;
+  const auto errors = load_errors(
+      "[signature gpu-gone]\nderived = true\nkernel-event = gpu-fallen-off-bus\n"
+      "explain = x\n",
+      &cat);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_NE(cat.find("gpu-gone"), nullptr);
+  EXPECT_EQ(cat.find("gpu-gone")->derived, Derivation::kEvidence);
+  EXPECT_EQ(cat.find("gpu-gone")->blame, Blame::kUnknown) << "blame defaults to unknown";
+}
+
 TEST(SignatureCatalog, PlainPatternsMatchWithoutRegexAndCaseAsWritten) {
   std::string err;
   const auto exact = compile_pattern("\\[Ray\\] HEAD timeout", err);

@@ -74,6 +74,13 @@ ScanResult scan_text(const std::string& text, const ScanOptions& options) {
   return scan_log(fd.get(), shipped_plan(), options);
 }
 
+ScanResult scan_text_with(const ScanPlan& plan, const std::string& text) {
+  ScratchDir d("scan");
+  write_file(d / "log", text);
+  UniqueFd fd = open_regular_file((d / "log").string(), true);
+  return scan_log(fd.get(), plan, {});
+}
+
 RunResult run_cli(const std::vector<std::string>& args, const std::string& input,
                   const std::string& cwd) {
   use_source_rules();

@@ -36,6 +36,8 @@ const ScanPlan& shipped_plan();
 
 // Scans text as if it were a log file.
 ScanResult scan_text(const std::string& text, const ScanOptions& options = {});
+// The same with another catalog's plan.
+ScanResult scan_text_with(const ScanPlan& plan, const std::string& text);
 
 struct RunResult {
   int exit_code = -1;

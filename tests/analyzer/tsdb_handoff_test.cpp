@@ -45,7 +45,7 @@ Triage heartbeat_job() {
 
 TEST(TsdbHandoff, AHeartbeatTimeoutNamesTheAccusedHostsTheCoordinatorAndTheCrashTime) {
   const Triage t = heartbeat_job();
-  const auto r = tsdb_request_for(t, nullptr, {});
+  const auto r = tsdb_request_for(t, test::shipped_catalog(), nullptr, {});
   EXPECT_EQ(r.job_dir, t.job_dir);
   EXPECT_EQ(r.job_id, "4242");
   EXPECT_EQ(r.triage_class, "heartbeat-timeout");
@@ -72,7 +72,7 @@ TEST(TsdbHandoff, AHangEndsWhenTheJobDidNotWhenItsLastStepWasLogged) {
   t.primary_failure = "hang";
   t.evidence.front().cls = "hang";
   t.evidence.front().time_usec = t.progress.last_step_time_usec;
-  const auto r = tsdb_request_for(t, nullptr, {});
+  const auto r = tsdb_request_for(t, test::shipped_catalog(), nullptr, {});
   ASSERT_TRUE(r.failure_time);
   EXPECT_DOUBLE_EQ(*r.failure_time, 1763729200);
   EXPECT_DOUBLE_EQ(*r.last_step_time, 1763729000);
@@ -81,7 +81,7 @@ TEST(TsdbHandoff, AHangEndsWhenTheJobDidNotWhenItsLastStepWasLogged) {
 TEST(TsdbHandoff, TheLogsModificationTimeIsNeverTakenForTheLastStepsTime) {
   Triage t = heartbeat_job();
   t.progress.last_step_time_basis = "log mtime (upper bound)";
-  EXPECT_FALSE(tsdb_request_for(t, nullptr, {}).last_step_time);
+  EXPECT_FALSE(tsdb_request_for(t, test::shipped_catalog(), nullptr, {}).last_step_time);
 }
 
 TEST(TsdbHandoff, SlurmsFactsGiveTheWindowAndTheNodesAndTheOptionsTheSources) {
@@ -93,7 +93,7 @@ TEST(TsdbHandoff, SlurmsFactsGiveTheWindowAndTheNodesAndTheOptionsTheSources) {
   TsdbHandoffOptions o;
   o.cluster_url = "http://prom.example:9090";
   o.prometheus_binary = "/opt/prometheus/bin/prometheus";
-  const auto r = tsdb_request_for(t, &ev, o);
+  const auto r = tsdb_request_for(t, test::shipped_catalog(), &ev, o);
   EXPECT_EQ(r.hosts.size(), 4u);
   EXPECT_DOUBLE_EQ(r.job_start.value_or(0), 1763720000);
   EXPECT_DOUBLE_EQ(r.job_end.value_or(0), 1763729300);
@@ -105,7 +105,7 @@ TEST(TsdbHandoff, AClusterPrometheusWithoutEvidenceIsScopedToTheLogsNodes) {
   const Triage t = heartbeat_job();
   TsdbHandoffOptions o;
   o.cluster_url = "http://prom.example:9090";
-  EXPECT_EQ(tsdb_request_for(t, nullptr, o).hosts.size(), 3u);
+  EXPECT_EQ(tsdb_request_for(t, test::shipped_catalog(), nullptr, o).hosts.size(), 3u);
 }
 
 TEST(TsdbHandoff, ALiveRayJobIsReadFromItsHeadNodesPrometheus) {
@@ -114,12 +114,13 @@ TEST(TsdbHandoff, ALiveRayJobIsReadFromItsHeadNodesPrometheus) {
   t.ray.live = true;
   t.ray.head_host = "node001";
   t.ray.prometheus_port = 9190;
-  const auto r = tsdb_request_for(t, nullptr, {});
+  const auto r = tsdb_request_for(t, test::shipped_catalog(), nullptr, {});
   EXPECT_EQ(r.liveness, tsdb::JobLiveness::kLive);
   EXPECT_EQ(r.head_host, "node001");
   EXPECT_EQ(r.head_port, 9190);
   t.ray.live = false;
-  EXPECT_EQ(tsdb_request_for(t, nullptr, {}).liveness, tsdb::JobLiveness::kUnknown);
+  EXPECT_EQ(tsdb_request_for(t, test::shipped_catalog(), nullptr, {}).liveness,
+            tsdb::JobLiveness::kUnknown);
 }
 
 TEST(TsdbHandoff, UnreadableMetricsAreANoteAndTheSectionClaimsNothing) {
@@ -231,7 +232,7 @@ TEST(TsdbHandoff, TheLogsLastLossHeartbeatTimeoutAndAsyncCheckpointingReachThePl
       "0: [2026-11-21 10:04:25] completed step: 2, seconds: 11.9, moe_lb_loss: 0.4, loss: "
       "11.0625\n");
   EXPECT_EQ(t.progress.async_checkpointing, true);
-  const auto r = tsdb_request_for(t, nullptr, {});
+  const auto r = tsdb_request_for(t, test::shipped_catalog(), nullptr, {});
   ASSERT_TRUE(r.last_loss);
   EXPECT_DOUBLE_EQ(*r.last_loss, 11.0625) << "the last step's loss, not its MoE balance loss";
   ASSERT_TRUE(r.heartbeat_timeout_s);
@@ -242,7 +243,7 @@ TEST(TsdbHandoff, TheLogsLastLossHeartbeatTimeoutAndAsyncCheckpointingReachThePl
 TEST(TsdbHandoff, ALossThatWentNanIsPassedAsNanAndALogWithoutTheKeysPassesNothing) {
   const Triage diverged =
       analysed("0: [2026-11-21 10:04:02] completed step: 7, seconds: 9.0, loss=nan\n");
-  const auto r = tsdb_request_for(diverged, nullptr, {});
+  const auto r = tsdb_request_for(diverged, test::shipped_catalog(), nullptr, {});
   ASSERT_TRUE(r.last_loss);
   EXPECT_TRUE(std::isnan(*r.last_loss));
   EXPECT_FALSE(r.heartbeat_timeout_s) << "the playbook's default (100 s) applies";
@@ -251,7 +252,7 @@ TEST(TsdbHandoff, ALossThatWentNanIsPassedAsNanAndALogWithoutTheKeysPassesNothin
   const Triage no_loss = analysed(
       "Config param async_checkpointing: False\n"
       "0: [2026-11-21 10:04:02] completed step: 7, seconds: 9.0, lb_loss: 0.3\n");
-  EXPECT_FALSE(tsdb_request_for(no_loss, nullptr, {}).last_loss);
+  EXPECT_FALSE(tsdb_request_for(no_loss, test::shipped_catalog(), nullptr, {}).last_loss);
   EXPECT_EQ(no_loss.progress.async_checkpointing, false);
 }
 
