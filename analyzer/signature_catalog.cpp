@@ -201,7 +201,8 @@ const std::set<std::string>& signature_keys() {
                                              "slurm-state",
                                              "explain",
                                              "next",
-                                             "next-if-live"};
+                                             "next-if-live",
+                                             "playbooks"};
   return keys;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 
 namespace triage::tsdb {
 
@@ -35,7 +36,7 @@ std::string mhz(double v) {
 }  // namespace
 
 PlaybookResult run_gpu_health(Context& ctx) {
-  PlaybookResult r = new_playbook(5, "gpu-health", "GPU health summary");
+  PlaybookResult r = new_playbook("gpu-health");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   auto* ev = &r.evidence;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 
 namespace triage::tsdb {
 
@@ -68,7 +69,7 @@ std::string levels_note(const GpuThresholds& g) {
 }  // namespace
 
 PlaybookResult run_hang(Context& ctx) {
-  PlaybookResult r = new_playbook(1, "hang", "Hang: GPU utilisation vs. power in the hang window");
+  PlaybookResult r = new_playbook("hang");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   auto* ev = &r.evidence;

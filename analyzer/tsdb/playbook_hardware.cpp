@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/text.h"
 
 namespace triage::tsdb {
@@ -37,7 +38,7 @@ constexpr CounterSpec kCounters[] = {
 }  // namespace
 
 PlaybookResult run_hardware(Context& ctx, std::vector<HardwareVerdict>& verdicts) {
-  PlaybookResult r = new_playbook(4, "hardware", "Node and hardware faults");
+  PlaybookResult r = new_playbook("hardware");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   const auto& mt = ctx.th.monitoring;

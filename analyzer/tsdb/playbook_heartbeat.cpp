@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 
 namespace triage::tsdb {
 
@@ -14,8 +15,7 @@ constexpr double kDefaultHeartbeatTimeout = 100;  // JAX's default heartbeat tim
 }  // namespace
 
 PlaybookResult run_heartbeat(Context& ctx) {
-  PlaybookResult r =
-      new_playbook(2, "heartbeat", "Heartbeat timeout: were the accused tasks alive?");
+  PlaybookResult r = new_playbook("heartbeat");
   const auto& d = ctx.disc;
   const auto& g = ctx.gpu;
   auto* ev = &r.evidence;

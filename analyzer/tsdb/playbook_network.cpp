@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/text.h"
 
 namespace triage::tsdb {
@@ -33,8 +34,7 @@ int priority(const NetHost& n, double sustained) {
 }  // namespace
 
 PlaybookResult run_network(Context& ctx, std::vector<HardwareVerdict>& verdicts) {
-  PlaybookResult r =
-      new_playbook(6, "network-health", "Network health and node-exclusion priority");
+  PlaybookResult r = new_playbook("network-health");
   const auto& d = ctx.disc;
   const auto& nt = ctx.th.network;
   auto* ev = &r.evidence;

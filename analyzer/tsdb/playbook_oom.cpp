@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/text.h"
 
 namespace triage::tsdb {
@@ -93,7 +94,7 @@ Shape analyse(const std::string& host, const Series& s, double total, double spi
 }  // namespace
 
 PlaybookResult run_oom(Context& ctx) {
-  PlaybookResult r = new_playbook(3, "oom", "Host OOM: memory trajectory");
+  PlaybookResult r = new_playbook("oom");
   const auto& d = ctx.disc;
   const auto& ht = ctx.th.host;
   auto* ev = &r.evidence;

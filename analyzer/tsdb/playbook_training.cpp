@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/text.h"
 
 namespace triage::tsdb {
@@ -54,8 +55,7 @@ double rolling_median(const std::vector<Rec>& r, size_t i, size_t k) {
 }  // namespace
 
 PlaybookResult run_training(Context& ctx) {
-  PlaybookResult r =
-      new_playbook(7, "training-stability", "Training stability (real tb_* samples only)");
+  PlaybookResult r = new_playbook("training-stability");
   const auto& d = ctx.disc;
   const auto& tt = ctx.th.training;
   auto* ev = &r.evidence;
