@@ -1,0 +1,287 @@
+// The playbooks' judgements on plain numbers: each test is a situation on a cluster, written as
+// the metrics a gatherer would have read, and the verdict the judge must reach. No Prometheus,
+// fake or real: the gatherers and the queries are covered by playbooks_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "analyzer/tsdb/playbook_hang.h"
+#include "analyzer/tsdb/playbook_oom.h"
+
+namespace triage::tsdb {
+namespace {
+
+constexpr double kT0 = 1763700000;  // the job's start
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+bool mentions(const PlaybookResult& r, const std::string& needle) {
+  if (r.summary.find(needle) != std::string::npos) return true;
+  return std::any_of(r.findings.begin(), r.findings.end(),
+                     [&](const Finding& f) { return f.text.find(needle) != std::string::npos; });
+}
+
+// ---- Playbook 1: hang ----
+
+GpuThresholds mi355x() {
+  GpuThresholds g;
+  g.model = "MI355X";
+  g.power_active_w = 900;
+  g.power_busy_wait_w = 300;
+  g.idle_level_max_w = 420;
+  g.active_min_w = 600;
+  return g;
+}
+
+// Two 4-GPU nodes whose last step completed 40 minutes into a 2-hour job; every GPU reads
+// `power` watts at `util` % during the hang and drew 900 W while training.
+HangMetrics two_nodes_after_step_316(double power, double util) {
+  HangMetrics m;
+  m.hang_start = kT0 + 2400;
+  m.data_start = kT0;
+  m.data_end = kT0 + 7200;
+  m.hosts = {"node001", "node002"};
+  m.have_power = m.have_util = m.have_probe = true;
+  m.probe = "hw_scrape_duration_seconds";
+  for (const auto& h : m.hosts) {
+    m.reporting[h] = 60;
+    for (const char* gpu : {"0", "1", "2", "3"})
+      m.gpus[h + ":" + gpu] = {h, gpu, power, util, 900};
+  }
+  return m;
+}
+
+void set_host(HangMetrics& m, const std::string& host, double power, double util) {
+  for (auto& [k, g] : m.gpus) {
+    if (g.host == host) {
+      g.power = power;
+      g.util = util;
+    }
+  }
+}
+
+TEST(HangJudge, EveryGpuSpinningAtFullUtilisationOnIdleLevelPowerIsABusyWaitDeadlock) {
+  const auto r = judge_hang(two_nodes_after_step_316(300, 100), mi355x());
+  EXPECT_EQ(r.verdict, "busy-wait-hang");
+  EXPECT_EQ(r.hosts, (std::vector<std::string>{"node001", "node002"}));
+  EXPECT_EQ(r.gpus.size(), 8u);
+  EXPECT_TRUE(mentions(r, "All 8 GPUs on 2 host(s)")) << r.summary;
+  EXPECT_EQ(r.window_start, kT0 + 2400);
+  ASSERT_EQ(r.tables.size(), 1u);
+  EXPECT_EQ(r.tables[0].rows[0].back(), "4 idle-level");
+}
+
+TEST(HangJudge, ARetransmitBurstAMinuteBeforeTheStallIsWhatTriggeredTheHang) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.network.push_back(NetEvent{.host = "node002",
+                               .device = "mlx5_0/1",
+                               .metric = "hw_rdma_retx_total",
+                               .what = "RDMA retransmits",
+                               .time = kT0 + 2340,
+                               .amount = 5000,
+                               .baseline = 0.1});
+  const auto r = judge_hang(m, mi355x());
+  EXPECT_EQ(r.verdict, "network-triggered-hang");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node002"});
+  EXPECT_TRUE(mentions(r, "RDMA retransmits on node002 (mlx5_0/1)")) << r.summary;
+  ASSERT_FALSE(r.anomalies.empty());
+  EXPECT_EQ(r.anomalies.front().kind, "cause");
+  EXPECT_EQ(r.anomalies.front().time, kT0 + 2340);
+}
+
+TEST(HangJudge, ANodeThatStoppedReportingLeftTheOthersWaitingForIt) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.reporting.erase("node002");
+  m.last_sample["node002"] = kT0 + 2430;
+  m.dead_host_errors.push_back({"hw_gpu_ras_umc_ue_total", "node002:3", "node002", 2});
+  const auto r = judge_hang(m, mi355x());
+  EXPECT_EQ(r.verdict, "node-death");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node002"});
+  EXPECT_TRUE(mentions(r, "last sample")) << r.summary;
+  EXPECT_TRUE(mentions(r, "hw_gpu_ras_umc_ue_total rose by 2 on node002:3"));
+  EXPECT_EQ(r.anomalies.at(0).time, kT0 + 2430);
+  EXPECT_EQ(hang_case(m, mi355x()), HangCase::kNodeDeath);
+  EXPECT_EQ(hang_dead_hosts(m, mi355x()), std::vector<std::string>{"node002"});
+}
+
+TEST(HangJudge, WhenNoHostReportsAtAllTheMetricsPipelineDiedNotTheJob) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.reporting.clear();
+  const auto r = judge_hang(m, mi355x());
+  EXPECT_EQ(r.verdict, "inconclusive");
+  EXPECT_TRUE(mentions(r, "metrics pipeline")) << r.summary;
+}
+
+TEST(HangJudge, OneNodeStillAtTrainingPowerWhileTheOtherWaitsIsAStraggler) {
+  auto m = two_nodes_after_step_316(300, 100);
+  set_host(m, "node001", 880, 100);
+  const auto r = judge_hang(m, mi355x());
+  EXPECT_EQ(r.verdict, "straggler");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node001"});
+}
+
+TEST(HangJudge, GpusStillDrawingTrainingPowerMeanTrainingNeverStopped) {
+  const auto r = judge_hang(two_nodes_after_step_316(870, 98), mi355x());
+  EXPECT_EQ(r.verdict, "not-a-hang");
+  EXPECT_FALSE(r.next_steps.empty());
+}
+
+TEST(HangJudge, IdleGpusAtLowUtilisationAreStuckOutsideTheGpu) {
+  const auto r = judge_hang(two_nodes_after_step_316(270, 2), mi355x());
+  EXPECT_EQ(r.verdict, "idle-hang");
+  EXPECT_EQ(hang_case(two_nodes_after_step_316(270, 2), mi355x()), HangCase::kIdle);
+}
+
+TEST(HangJudge, AnUnknownGpuModelIsJudgedAgainstItsOwnTrainingPower) {
+  // 300 W is a third of the 900 W these GPUs drew while training: idle-level for them.
+  const auto r = judge_hang(two_nodes_after_step_316(300, 100), GpuThresholds{});
+  EXPECT_EQ(r.verdict, "busy-wait-hang");
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("own training power") != std::string::npos;
+  }));
+}
+
+TEST(HangJudge, WithoutALastStepTimeThereIsNoHangWindowToJudge) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.hang_start.reset();
+  EXPECT_EQ(judge_hang(m, mi355x()).verdict, "inconclusive");
+  EXPECT_EQ(hang_case(m, mi355x()), HangCase::kNoStart);
+}
+
+TEST(HangJudge, AStallThirtySecondsBeforeTheDataEndsIsTooShortToJudge) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.hang_start = m.data_end - 30;
+  const auto r = judge_hang(m, mi355x());
+  EXPECT_EQ(r.verdict, "inconclusive");
+  EXPECT_TRUE(mentions(r, "shorter than three scrapes"));
+}
+
+// ---- Playbook 3: oom ----
+
+HostThresholds host_limits() {
+  return HostThresholds{};
+}
+
+// A 512 GiB host sampled every 15 s for an hour; `gib(t)` is its used memory at t seconds.
+template <typename F>
+HostMemory host_memory(const std::string& host, F gib) {
+  HostMemory h{host, {}};
+  for (double t = 0; t <= 3600; t += 15)
+    h.used.push_back({kT0 + t, gib(t) * kGiB});
+  return h;
+}
+
+OomMetrics one_hour_on(std::vector<HostMemory> hosts) {
+  OomMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 3600;
+  m.have_memory = true;
+  for (auto& h : hosts) {
+    m.totals[h.host] = 512 * kGiB;
+    m.memory.push_back(std::move(h));
+  }
+  return m;
+}
+
+TEST(OomJudge, ANodeWhoseRssClimbedSteadilyToTheLimitBeforeTheKillLeaked) {
+  auto m = one_hour_on({host_memory("node001", [](double t) { return 100 + 400 * t / 3600; }),
+                        host_memory("node002", [](double) { return 120.0; })});
+  m.kills["node001"] = 1;
+  m.kill_time["node001"] = kT0 + 3590;
+  m.failure_time = kT0 + 3600;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_EQ(r.verdict, "memory-leak-ramp");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node001"});
+  ASSERT_EQ(r.tables.size(), 1u);
+  EXPECT_EQ(r.tables[0].rows[0][0], "node001") << "the killed host comes first";
+  const bool kill_symptom = std::any_of(r.anomalies.begin(), r.anomalies.end(), [](const auto& a) {
+    return a.kind == "symptom" && a.time == kT0 + 3590;
+  });
+  EXPECT_TRUE(kill_symptom);
+}
+
+TEST(OomJudge, MemoryThatJumpedAtTheCheckpointSave40sBeforeTheKillIsACheckpointSpike) {
+  // Flat at 200 GiB, then the save at 50 minutes copies the parameters: +250 GiB in a minute.
+  auto m =
+      one_hour_on({host_memory("node001",
+                               [](double t) {
+                                 return t < 3000 ? 200.0 : std::min(450.0, 200 + (t - 3000) * 4);
+                               }),
+                   host_memory("node002", [](double) { return 200.0; })});
+  m.checkpoints.push_back({kT0 + 2990, kT0 + 3100});
+  m.kills["node001"] = 1;
+  m.kill_time["node001"] = kT0 + 3102;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_EQ(r.verdict, "checkpoint-spike");
+  EXPECT_TRUE(mentions(r, "Only node001 spike at checkpoints")) << r.summary;
+}
+
+TEST(OomJudge, TheOomKillerOnEveryHostWithinAMinuteIsAJobWideCause) {
+  auto flat = [](double) { return 300.0; };
+  auto m = one_hour_on(
+      {host_memory("node001", flat), host_memory("node002", flat), host_memory("node003", flat)});
+  m.step = 15;
+  for (const char* h : {"node001", "node002", "node003"}) {
+    m.kills[h] = 1;
+    m.kill_time[h] = kT0 + 3000;
+  }
+  m.kill_time["node003"] = kT0 + 3030;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_EQ(r.verdict, "all-hosts");
+  EXPECT_EQ(r.hosts.size(), 3u);
+}
+
+TEST(OomJudge, ABurstOutsideAnyCheckpointFromAFlatBaselineIsASingleSpike) {
+  // 150 GiB all along but for two minutes at half past, long after the only checkpoint save.
+  auto m = one_hour_on(
+      {host_memory("node001", [](double t) { return t >= 1800 && t < 1920 ? 400.0 : 150.0; })});
+  m.checkpoints.push_back({kT0 + 600, kT0 + 700});
+  m.kills["node001"] = 1;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_EQ(r.verdict, "single-spike");
+  EXPECT_TRUE(mentions(r, "outside any checkpoint save")) << r.summary;
+}
+
+TEST(OomJudge, HostMemoryFarFromFullAndNoKillPointAtACgroupLimit) {
+  const auto r =
+      judge_oom(one_hour_on({host_memory("node001", [](double) { return 100.0; })}), host_limits());
+  EXPECT_EQ(r.verdict, "no-host-memory-pressure");
+  EXPECT_FALSE(r.next_steps.empty());
+}
+
+TEST(OomJudge, SpikesThatRecurEveryTenMinutesAndRecoverAreInferredCheckpointSaves) {
+  // +200 GiB for two minutes every ten minutes, back to 150 GiB after each; no checkpoint period.
+  auto m = one_hour_on({host_memory("node001", [](double t) {
+    const double in_period = t - 600 * static_cast<int>(t / 600);
+    return in_period >= 300 && in_period < 420 ? 350.0 : 150.0;
+  })});
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("checkpoint saves, inferred") != std::string::npos;
+  }));
+  EXPECT_EQ(r.verdict, "checkpoint-spike");
+  EXPECT_TRUE(mentions(r, "earlier checkpoint saves spiked too and recovered")) << r.summary;
+}
+
+TEST(OomJudge, DirtyPagesPiledUpNearTheKillAreAWritebackBacklog) {
+  auto m = one_hour_on({host_memory("node001", [](double t) { return 100 + 400 * t / 3600; })});
+  m.kills["node001"] = 1;
+  m.around["node001"]["hw_mem_dirty_bytes"] = 20 * kGiB;
+  m.around["node001"]["hw_io_pressure_full_pct"] = 70;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_TRUE(mentions(r, "writeback backlog"));
+  EXPECT_TRUE(mentions(r, "I/O pressure on node001"));
+  EXPECT_EQ(r.tables[0].rows[0].back(), "20.0 GiB / 70%");
+}
+
+TEST(OomJudge, WithoutHostMemoryMetricsOnlyTheKilledHostsCanBeNamed) {
+  OomMetrics m;
+  m.kills["node004"] = 2;
+  const auto r = judge_oom(m, host_limits());
+  EXPECT_EQ(r.verdict, "inconclusive");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node004"});
+}
+
+}  // namespace
+}  // namespace triage::tsdb
