@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "analyzer/tsdb/playbook_hang.h"
+#include "analyzer/tsdb/playbook_hardware.h"
 #include "analyzer/tsdb/playbook_oom.h"
+#include "analyzer/tsdb/playbook_training.h"
 
 namespace triage::tsdb {
 namespace {
@@ -281,6 +284,185 @@ TEST(OomJudge, WithoutHostMemoryMetricsOnlyTheKilledHostsCanBeNamed) {
   const auto r = judge_oom(m, host_limits());
   EXPECT_EQ(r.verdict, "inconclusive");
   EXPECT_EQ(r.hosts, std::vector<std::string>{"node004"});
+}
+
+// ---- Playbook 4: hardware ----
+
+// A four-node job of two hours, read from the job's own (untrusted) TSDB.
+HardwareMetrics four_nodes_for_two_hours() {
+  HardwareMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 7200;
+  m.hosts = {"node001", "node002", "node003", "node004"};
+  return m;
+}
+
+const HardwareVerdict* verdict_for(const HardwareJudgement& j, const std::string& host) {
+  for (const auto& v : j.verdicts) {
+    if (v.host == host) return &v;
+  }
+  return nullptr;
+}
+
+TEST(HardwareJudge, TwoUncorrectableHbmErrorsOnOneGpuDrainItsNode) {
+  auto m = four_nodes_for_two_hours();
+  m.counters.push_back({"hw_gpu_ras_umc_ue_total", "node003", "5", 2, kT0 + 4000});
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(j.result.verdict, "hardware-fault");
+  EXPECT_EQ(j.result.hosts, std::vector<std::string>{"node003"});
+  EXPECT_EQ(j.result.gpus, std::vector<std::string>{"node003:5"});
+  EXPECT_TRUE(mentions(j.result, "The other 3 host(s) are clean")) << j.result.summary;
+  const auto* v = verdict_for(j, "node003");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->action, "drain");
+  EXPECT_EQ(v->reason, "2 uncorrectable HBM ECC errors on node003 GPU 5");
+  EXPECT_FALSE(v->source_trusted) << "a job's own TSDB is evidence, not an order";
+  EXPECT_EQ(j.result.anomalies.at(0).time, kT0 + 4000);
+}
+
+TEST(HardwareJudge, CorrectableErrorsAtAThousandAnHourAreAPartDegradingNotAFault) {
+  auto m = four_nodes_for_two_hours();
+  m.source_trusted = true;
+  m.counters.push_back({"hw_gpu_ras_umc_ce_total", "node002", "1", 2000, std::nullopt});
+  m.counters.push_back({"hw_gpu_ras_umc_ce_total", "node004", "0", 3, std::nullopt});
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(j.result.verdict, "no-hardware-fault");
+  ASSERT_EQ(j.verdicts.size(), 1u) << "three correctable errors are only accumulating";
+  EXPECT_EQ(j.verdicts[0].verdict, "degrading");
+  EXPECT_EQ(j.verdicts[0].action, "watch");
+  EXPECT_TRUE(j.verdicts[0].source_trusted);
+  ASSERT_EQ(j.result.tables.size(), 1u);
+  EXPECT_EQ(j.result.tables[0].rows[1].back(), "accumulating");
+}
+
+TEST(HardwareJudge, DriverErrorsWithAPluginTimingOutAtTwelveSecondsAreTheCperDriverFault) {
+  auto m = four_nodes_for_two_hours();
+  m.dmesg_errors["node001"] = 14;
+  m.slow_fraction["node001"] = 0.3;
+  m.fast_fraction["node001"] = 0.7;
+  m.scrape_p90["node001"] = 12.1;
+  m.power_gaps["node001"] = 0.25;
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(j.result.verdict, "driver-fault");
+  EXPECT_TRUE(mentions(j.result, "the GPU plugin timed out on 30% of scrapes (~12 s"))
+      << j.result.findings.at(0).text;
+  EXPECT_TRUE(mentions(j.result, "25% of GPU power samples missing"));
+  ASSERT_NE(verdict_for(j, "node001"), nullptr);
+  EXPECT_EQ(verdict_for(j, "node001")->action, "reboot-at-job-boundary");
+}
+
+TEST(HardwareJudge, ARdmaPortThatWentDownIsALinkFaultFromTheMomentItDropped) {
+  auto m = four_nodes_for_two_hours();
+  m.ports_down.push_back({"node002", "mlx5_1/1", kT0 + 1800});
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(j.result.verdict, "hardware-fault");
+  EXPECT_EQ(verdict_for(j, "node002")->verdict, "link-fault");
+  EXPECT_EQ(j.result.anomalies.at(0).time, kT0 + 1800);
+  EXPECT_EQ(j.result.anomalies.at(0).domain, "network");
+}
+
+TEST(HardwareJudge, AGpuAt105DegreesTenMinutesBeforeTheCrashIsTheFault) {
+  auto m = four_nodes_for_two_hours();
+  m.failure_time = kT0 + 6600;
+  m.hot_gpus.push_back({"node004", "2", 105, kT0 + 6000});
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(j.result.verdict, "hardware-fault");
+  EXPECT_EQ(verdict_for(j, "node004")->verdict, "hardware-fault");
+  EXPECT_NE(verdict_for(j, "node004")->reason.find("within 15 minutes before the failure"),
+            std::string::npos);
+  // The same excursion an hour before the failure only asks for a watch.
+  m.hot_gpus[0].first_hot = kT0 + 2000;
+  const auto earlier = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_EQ(earlier.result.verdict, "no-hardware-fault");
+  EXPECT_EQ(verdict_for(earlier, "node004")->verdict, "degrading");
+}
+
+TEST(HardwareJudge, AStuckExporterAtTheFailureTimeMakesThatHostsReadingsGhostData) {
+  auto m = four_nodes_for_two_hours();
+  m.failure_time = kT0 + 5000;
+  m.ghosts.push_back({"node003", {{kT0 + 4000, kT0 + 6000}}, true});
+  const auto j = judge_hardware(m, GpuThresholds{}, MonitoringThresholds{});
+  EXPECT_TRUE(mentions(j.result, "GPU power held the exact same value too"));
+  ASSERT_EQ(j.result.notes.size(), 1u);
+  EXPECT_NE(j.result.notes[0].find("ghost data"), std::string::npos);
+}
+
+// ---- Playbook 7: training stability ----
+
+// 200 steps, one every 10 s from the job's start, all real samples (the staleness fill is 0);
+// `loss(step)` and `step_time(step)` give each step's values, tokens/s stays at 5000.
+template <typename Loss, typename StepTime>
+TrainingMetrics two_hundred_steps(Loss loss, StepTime step_time) {
+  TrainingMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 2000;
+  m.tb_host = "node001";
+  m.first_step = 1;
+  m.last_step = 200;
+  m.have_fill = true;
+  for (int s = 1; s <= 200; ++s) {
+    const double t = kT0 + 10.0 * s;
+    m.step[t] = s;
+    m.fill[t] = 0;
+    m.loss[t] = loss(s);
+    m.step_time[t] = step_time(s);
+    m.tokens_per_s[t] = 5000;
+  }
+  return m;
+}
+
+double smooth_loss(int step) {
+  return 3.0 - 0.002 * step + 0.001 * (step % 3);
+}
+double steady_one_second(int) {
+  return 1.0;
+}
+
+TEST(TrainingJudge, ALossThatTurnsNanAtStep150IsTheRootCause) {
+  auto m = two_hundred_steps(smooth_loss, steady_one_second);
+  m.loss[kT0 + 1500] = std::numeric_limits<double>::quiet_NaN();
+  const auto r = judge_training(m, TrainingThresholds{});
+  EXPECT_EQ(r.verdict, "loss-divergence");
+  ASSERT_FALSE(r.anomalies.empty());
+  EXPECT_EQ(r.anomalies[0].text, "loss became NaN at step 150");
+  EXPECT_EQ(r.anomalies[0].kind, "cause");
+}
+
+TEST(TrainingJudge, SlowStepsEveryFiftyStepsAreCheckpointSavesNotIncidents) {
+  const auto r =
+      judge_training(two_hundred_steps(smooth_loss, [](int s) { return s % 50 == 0 ? 30.0 : 1.0; }),
+                     TrainingThresholds{});
+  EXPECT_EQ(r.verdict, "stable");
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("every 50 steps") != std::string::npos;
+  }));
+  EXPECT_TRUE(mentions(r, "4 slow step(s) at checkpoint saves"));
+}
+
+TEST(TrainingJudge, ThroughputThatFellByAThirdAndStayedDownIsARegression) {
+  auto m = two_hundred_steps(smooth_loss, steady_one_second);
+  for (auto& [t, v] : m.tokens_per_s) {
+    if (t >= kT0 + 1200) v = 3300;
+  }
+  const auto r = judge_training(m, TrainingThresholds{});
+  EXPECT_EQ(r.verdict, "throughput-regression");
+  EXPECT_NE(r.anomalies.at(0).text.find("from step 120"), std::string::npos)
+      << r.anomalies.at(0).text;
+}
+
+TEST(TrainingJudge, StaleFillSamplesAreLeftOutBeforeAnythingIsJudged) {
+  // The bridge repeated a stale huge loss while the trainer was away: fill = 1, not real.
+  auto m = two_hundred_steps(smooth_loss, steady_one_second);
+  m.loss[kT0 + 1000] = 50;
+  m.fill[kT0 + 1000] = 1;
+  const auto r = judge_training(m, TrainingThresholds{});
+  EXPECT_EQ(r.verdict, "stable");
+  // The fill marks the whole scrape: its loss, step time and throughput samples all go.
+  EXPECT_EQ(r.tables.at(0).rows.at(1).back(), "3");
+}
+
+TEST(TrainingJudge, WithoutATbStepSeriesThereIsNothingToJudge) {
+  EXPECT_EQ(judge_training(TrainingMetrics{}, TrainingThresholds{}).verdict, "no-training-metrics");
 }
 
 }  // namespace
