@@ -10,6 +10,7 @@
 
 #include "analyzer/tsdb/playbook_hang.h"
 #include "analyzer/tsdb/playbook_hardware.h"
+#include "analyzer/tsdb/playbook_heartbeat.h"
 #include "analyzer/tsdb/playbook_oom.h"
 #include "analyzer/tsdb/playbook_training.h"
 
@@ -158,6 +159,95 @@ TEST(HangJudge, AStallThirtySecondsBeforeTheDataEndsIsTooShortToJudge) {
   const auto r = judge_hang(m, mi355x());
   EXPECT_EQ(r.verdict, "inconclusive");
   EXPECT_TRUE(mentions(r, "shorter than three scrapes"));
+}
+
+// ---- Playbook 2: heartbeat ----
+
+// The coordinator declared node002's tasks dead at 50 minutes into a two-hour job (timeout
+// 100 s): its heartbeats stopped at 48:20. `util` and `power` are node002's readings then.
+HeartbeatMetrics node002_accused_at_50_minutes(double util, double power) {
+  HeartbeatMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 7200;
+  m.job_hosts = {"node001", "node002"};
+  m.failure_time = kT0 + 3000;
+  m.timeout_s = 100;
+  m.accused_in_log = {"node002"};
+  m.coordinator_host = "node001";
+  m.util["node002"] = util;
+  m.power["node002"] = power;
+  return m;
+}
+
+struct HeartbeatLimits {
+  GpuThresholds gpu = mi355x();
+  NetworkThresholds net;
+  HostThresholds host;
+};
+
+PlaybookResult judge(const HeartbeatMetrics& m) {
+  const HeartbeatLimits l;
+  return judge_heartbeat(m, l.gpu, l.net, l.host);
+}
+
+TEST(HeartbeatJudge, AnAccusedHostBusyTrainingWhenItsHeartbeatsStoppedIsAFalsePositive) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.step_at_stop = 300;
+  m.step_at_crash = 310;
+  const auto r = judge(m);
+  EXPECT_EQ(r.verdict, "false-positive");
+  EXPECT_EQ(heartbeat_stop(m), kT0 + 2900);
+  EXPECT_EQ(r.window_start, kT0 + 2600);
+  EXPECT_TRUE(mentions(r, "training advanced from step 300 to 310"));
+  EXPECT_FALSE(r.next_steps.empty());
+}
+
+TEST(HeartbeatJudge, AnAccusedHostWithIdleGpusWhenItsHeartbeatsStoppedReallyDied) {
+  const auto r = judge(node002_accused_at_50_minutes(0, 90));
+  EXPECT_EQ(r.verdict, "true-positive");
+  EXPECT_EQ(r.hosts, std::vector<std::string>{"node002"});
+  EXPECT_NE(r.next_steps.at(0).find("--playbook 3,4"), std::string::npos);
+}
+
+TEST(HeartbeatJudge, ARetransmitSpikeOnTheAccusedHostKeptItsHeartbeatsFromArriving) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.tcp["node002"] = 400;
+  m.tcp_base["node002"] = 2;
+  const auto r = judge(m);
+  EXPECT_EQ(r.verdict, "false-positive-network");
+  EXPECT_TRUE(mentions(r, "TCP retransmits spiked on node002"));
+}
+
+TEST(HeartbeatJudge, ACoordinatorDroppingConnectionsIsANetworkFalsePositiveToo) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.listen_drops = 12;
+  const auto r = judge(m);
+  EXPECT_EQ(r.verdict, "false-positive-network");
+  EXPECT_TRUE(mentions(r, "the coordinator dropped 12 incoming connections"));
+  EXPECT_EQ(r.anomalies.at(0).host, "node001");
+}
+
+TEST(HeartbeatJudge, ACheckpointWritebackBacklogStalledTheHeartbeatThread) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.dirty["node002"] = 12 * kGiB;
+  const auto r = judge(m);
+  EXPECT_EQ(r.verdict, "false-positive-io");
+}
+
+TEST(HeartbeatJudge, AnAccusedHostWithoutMetricsMeansEveryHostIsChecked) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.accused_in_log = {"node009"};
+  m.util["node001"] = 95;
+  EXPECT_EQ(heartbeat_hosts(m), (std::vector<std::string>{"node001", "node002"}));
+  const auto r = judge(m);
+  EXPECT_NE(r.notes.at(0).find("none of the accused hosts (node009)"), std::string::npos);
+}
+
+TEST(HeartbeatJudge, WithoutACrashTimeThereIsNoHeartbeatStopToLookAt) {
+  auto m = node002_accused_at_50_minutes(97, 880);
+  m.failure_time.reset();
+  EXPECT_EQ(judge(m).verdict, "inconclusive");
+  EXPECT_FALSE(heartbeat_judgeable(m));
 }
 
 // ---- Playbook 3: oom ----
