@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/tsdb/playbook_gpu_health.h"
 #include "analyzer/tsdb/playbook_hang.h"
 #include "analyzer/tsdb/playbook_hardware.h"
 #include "analyzer/tsdb/playbook_heartbeat.h"
@@ -475,6 +476,52 @@ TEST(HardwareJudge, AStuckExporterAtTheFailureTimeMakesThatHostsReadingsGhostDat
   EXPECT_TRUE(mentions(j.result, "GPU power held the exact same value too"));
   ASSERT_EQ(j.result.notes.size(), 1u);
   EXPECT_NE(j.result.notes[0].find("ghost data"), std::string::npos);
+}
+
+// ---- Playbook 5: GPU health ----
+
+// Eight GPUs on two nodes that trained at 850 W, 75 °C, 2100 MHz and 95 % utilisation.
+GpuHealthMetrics eight_even_gpus() {
+  GpuHealthMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 7200;
+  m.nodes = 2;
+  for (const char* host : {"node001", "node002"}) {
+    for (const char* gpu : {"0", "1", "2", "3"}) {
+      const std::string k = std::string(host) + ":" + gpu;
+      m.temp[k] = {60, 78, 75};
+      m.power[k] = {300, 900, 850};
+      m.sclk[k] = {1800, 2100, 2100};
+      m.util[k] = {0, 100, 95};
+    }
+  }
+  return m;
+}
+
+TEST(GpuHealthJudge, EightGpusThatTrainedAlikeAreHealthy) {
+  const auto r = judge_gpu_health(eight_even_gpus(), mi355x());
+  EXPECT_EQ(r.verdict, "healthy");
+  EXPECT_EQ(r.summary, "All 8 GPUs stayed within their limits and close to each other.");
+  EXPECT_EQ(r.tables.at(0).title, "GPU health summary (2 nodes, 8 GPUs)");
+}
+
+TEST(GpuHealthJudge, OneGpuClockedDownAndHotterThanTheRestStandsOut) {
+  auto m = eight_even_gpus();
+  m.sclk["node002:3"].avg = 1500;
+  m.temp["node002:3"].max = 103;
+  m.errors.push_back({"node002:3", "umc ce", GpuErrorRise::kRasCorrectable, 40});
+  const auto r = judge_gpu_health(m, mi355x());
+  EXPECT_EQ(r.verdict, "anomalies");
+  EXPECT_EQ(r.gpus, std::vector<std::string>{"node002:3"});
+  ASSERT_EQ(r.tables.size(), 2u);
+  EXPECT_EQ(r.tables[1].rows.at(0).back(),
+            "temperature 103C (throttling); core clock 1500MHz vs. median 2100MHz; errors: umc "
+            "ce +40");
+  EXPECT_EQ(r.tables[0].rows.at(5).at(1), "40 correctable, 0 uncorrectable");
+}
+
+TEST(GpuHealthJudge, NoGpuMetricsAtAllIsInconclusive) {
+  EXPECT_EQ(judge_gpu_health(GpuHealthMetrics{}, mi355x()).verdict, "inconclusive");
 }
 
 // ---- Playbook 7: training stability ----
