@@ -12,6 +12,7 @@
 #include "analyzer/tsdb/playbook_hang.h"
 #include "analyzer/tsdb/playbook_hardware.h"
 #include "analyzer/tsdb/playbook_heartbeat.h"
+#include "analyzer/tsdb/playbook_network.h"
 #include "analyzer/tsdb/playbook_oom.h"
 #include "analyzer/tsdb/playbook_training.h"
 
@@ -522,6 +523,76 @@ TEST(GpuHealthJudge, OneGpuClockedDownAndHotterThanTheRestStandsOut) {
 
 TEST(GpuHealthJudge, NoGpuMetricsAtAllIsInconclusive) {
   EXPECT_EQ(judge_gpu_health(GpuHealthMetrics{}, mi355x()).verdict, "inconclusive");
+}
+
+// ---- Playbook 6: network health ----
+
+NetworkMetrics network_of_four_nodes() {
+  NetworkMetrics m;
+  m.start = kT0;
+  m.end = kT0 + 7200;
+  m.job_hosts = 4;
+  return m;
+}
+
+TEST(NetworkJudge, RetryExhaustionOnOneNodeAndSustainedRetransmitsOnAnotherAreExcludedInThatOrder) {
+  auto m = network_of_four_nodes();
+  NetHost& lossy = m.hosts["node003"];
+  lossy.retry_excd = 7;
+  lossy.devices = {"mlx5_2/1"};
+  lossy.first = kT0 + 3000;
+  NetHost& slow = m.hosts["node001"];
+  slow.retx_max = 40;
+  slow.retx_sustained_s = 900;
+  m.hosts["node002"].tcp_max = 50;
+  m.hosts["node002"].tcp_sustained_s = 1200;
+  const auto j = judge_network(m, NetworkThresholds{}, {});
+  EXPECT_EQ(j.result.verdict, "rdma-link-failure");
+  EXPECT_EQ(j.result.hosts, std::vector<std::string>{"node003"});
+  ASSERT_EQ(j.result.tables.size(), 1u);
+  const auto& rows = j.result.tables[0].rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0][1], "node003");
+  EXPECT_EQ(rows[1][1], "node001");
+  EXPECT_EQ(rows[2].back(), "no") << "a TCP-only node is never excluded";
+  EXPECT_EQ(j.result.next_steps.at(0).rfind("Resubmit with --exclude=node003,node001", 0), 0u);
+  ASSERT_EQ(j.verdicts.size(), 2u);
+  EXPECT_EQ(j.verdicts[0].action, "drain");
+  EXPECT_EQ(j.verdicts[1].action, "exclude-from-jobs");
+  EXPECT_EQ(j.result.anomalies.at(0).time, kT0 + 3000);
+}
+
+TEST(NetworkJudge, APortTheHardwarePlaybookAlreadyReportedDownGetsNoSecondVerdict) {
+  auto m = network_of_four_nodes();
+  m.hosts["node004"].port_down = true;
+  HardwareVerdict earlier;
+  earlier.host = "node004";
+  earlier.metric = "hw_rdma_port_state";
+  const auto j = judge_network(m, NetworkThresholds{}, {earlier});
+  EXPECT_EQ(j.result.verdict, "rdma-link-failure");
+  EXPECT_TRUE(j.verdicts.empty());
+}
+
+TEST(NetworkJudge, ThroughputLowerWhileADegradedLinkRetransmittedIsNamed) {
+  auto m = network_of_four_nodes();
+  NetHost& slow = m.hosts["node001"];
+  slow.retx_max = 40;
+  slow.retx_sustained_s = 900;
+  for (int i = 0; i < 20; ++i) {
+    const double t = kT0 + 60.0 * i;
+    if (i < 10) slow.retx_times.push_back(t);
+    m.tokens_per_s.push_back({t, i < 10 ? 4000.0 : 5000.0});
+  }
+  const auto j = judge_network(m, NetworkThresholds{}, {});
+  EXPECT_EQ(j.result.verdict, "rdma-degraded");
+  EXPECT_TRUE(mentions(j.result, "throughput was 20% lower while node001 retransmitted"));
+}
+
+TEST(NetworkJudge, ACleanFabricIsHealthy) {
+  const auto j = judge_network(network_of_four_nodes(), NetworkThresholds{}, {});
+  EXPECT_EQ(j.result.verdict, "healthy");
+  EXPECT_NE(j.result.summary.find("any of the 4 hosts"), std::string::npos);
+  EXPECT_EQ(exclusion_priority(NetHost{}, 300), 0);
 }
 
 // ---- Playbook 7: training stability ----
