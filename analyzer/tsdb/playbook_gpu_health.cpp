@@ -17,9 +17,9 @@ void gather_vram(Context& ctx, GpuHealthMetrics& m, const std::string& w,
                                       ")";
   for (const auto& s : ctx.q.instant(used_over_total, m.end, ev))
     m.vram_pct[host_gpu(ctx.scope, s.labels)] = 100 * s.point.v;
-  for (const auto& s : ctx.q.instant("max(max_over_time(" + used + w + "))", m.end, ev))
+  for (const auto& s : ctx.q.instant(cat("max(max_over_time(", used, w, "))"), m.end, ev))
     m.vram_used_max = s.point.v;
-  for (const auto& s : ctx.q.instant("max(max_over_time(" + total + w + "))", m.end, ev))
+  for (const auto& s : ctx.q.instant(cat("max(max_over_time(", total, w, "))"), m.end, ev))
     m.vram_total = s.point.v;
 }
 

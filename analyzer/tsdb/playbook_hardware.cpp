@@ -104,9 +104,9 @@ void gather_links_and_heat(Context& ctx, HardwareMetrics& m, std::vector<QueryRe
   }
   if (!d.has("hw_gpu_temperature_celsius")) return;
   const std::string hot = " > " + fmt(ctx.gpu.temp_throttle_c, 1);
-  for (const auto& s :
-       ctx.q.instant("max_over_time(" + ctx.scope.sel("hw_gpu_temperature_celsius") + w + ")" + hot,
-                     d.end, ev)) {
+  for (const auto& s : ctx.q.instant(
+           cat("max_over_time(", ctx.scope.sel("hw_gpu_temperature_celsius"), w, ")", hot), d.end,
+           ev)) {
     const std::string h = ctx.scope.host_of(s.labels);
     const std::string gpu = gpu_of(s.labels);
     m.hot_gpus.push_back(

@@ -44,7 +44,7 @@ HeartbeatMetrics gather_heartbeat(Context& ctx, std::vector<QueryRecord>* ev) {
     if (!d.has(metric)) return out;
     for (const auto& x :
          ctx.q.instant(by_host_agg(ctx.scope, agg,
-                                   fn + "(" + ctx.scope.sel_hosts(metric, hosts) + window + ")"),
+                                   cat(fn, "(", ctx.scope.sel_hosts(metric, hosts), window, ")")),
                        stop, ev)) {
       out[ctx.scope.host_of(x.labels)] = x.point.v;
     }

@@ -262,8 +262,10 @@ HostThresholds host_limits() {
 template <typename F>
 HostMemory host_memory(const std::string& host, F gib) {
   HostMemory h{host, {}};
-  for (double t = 0; t <= 3600; t += 15)
+  for (int i = 0; i <= 240; ++i) {
+    const double t = 15.0 * i;
     h.used.push_back({kT0 + t, gib(t) * kGiB});
+  }
   return h;
 }
 
