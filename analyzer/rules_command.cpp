@@ -5,6 +5,7 @@
 
 #include "analyzer/catalog_consistency.h"
 #include "analyzer/signature_catalog.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
 
@@ -25,11 +26,6 @@ show    print one failure class: its properties, patterns, explanation and next 
 exit status: 0 fine, 1 the catalog has errors, 2 usage error.
 )";
 
-// The metrics playbooks full mode knows. The integrator replaces this list with
-// tsdb::known_playbook_ids() (analyzer/tsdb/playbook_table.h), the playbook table's own ids.
-const std::vector<std::string> kKnownPlaybookIds = {
-    "hang", "heartbeat", "oom", "hardware", "gpu-health", "network-health", "training-stability"};
-
 std::string role_name(ClassRole r) {
   return std::string(to_string(r));
 }
@@ -38,7 +34,7 @@ int check(const std::vector<std::string>& dirs) {
   std::vector<InputError> errors;
   std::vector<std::string> files;
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors, &files);
-  for (auto& e : check_catalog_consistency(cat, kKnownPlaybookIds))
+  for (auto& e : check_catalog_consistency(cat, tsdb::known_playbook_ids()))
     errors.push_back(std::move(e));
   for (const auto& e : errors)
     (void)std::printf("%s\n", e.what());

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analyzer/tsdb/playbook_table.h"
+
 namespace triage::tsdb {
 
 namespace {
@@ -25,7 +27,7 @@ const PlaybookResult* find_playbook(const TsdbResult& res, const std::string& id
 
 std::optional<double> incident_time(const TsdbRequest& req, const Discovery& d) {
   // A hang starts at its last completed step; the job's end (a cancel) can be hours later.
-  if (req.triage_class == "hang") {
+  if (hands_off_to(req, "hang")) {
     if (req.last_step_time) return req.last_step_time;
     if (d.last_step_change) return d.last_step_change;
   }
@@ -103,7 +105,7 @@ void build_chain(TsdbResult& res, const Discovery& d, const TsdbRequest& req,
   }
 }
 
-void correlate(TsdbResult& res) {
+void correlate(TsdbResult& res, const TsdbRequest& req) {
   auto& c = res.correlation;
   c.triage_class = res.triage_class;
   const std::string& k = res.triage_class;
@@ -121,7 +123,14 @@ void correlate(TsdbResult& res) {
     return p == nullptr ? std::string() : list_names(p->hosts);
   };
   const std::string intro = "Triage classified this as " + k + ". ";
-  if (k == "hang") {
+  // The class is judged by what it hands off to: a network class (network-health) and a silent
+  // death (oom and hardware) read the shared fault verdicts differently.
+  const bool to_hang = hands_off_to(req, "hang");
+  const bool to_heartbeat = hands_off_to(req, "heartbeat");
+  const bool to_oom = hands_off_to(req, "oom");
+  const bool to_hardware = hands_off_to(req, "hardware");
+  const bool to_network = hands_off_to(req, "network-health");
+  if (to_hang) {
     const std::string v = verdict_of("hang");
     if (v == "busy-wait-hang") {
       c.stance = "confirms";
@@ -155,7 +164,7 @@ void correlate(TsdbResult& res) {
           intro +
           "The TSDB refutes it: the GPUs drew active-level power throughout; training was running.";
     }
-  } else if (k == "heartbeat-timeout") {
+  } else if (to_heartbeat) {
     const std::string v = verdict_of("heartbeat");
     if (v.rfind("false-positive", 0) == 0) {
       c.stance = "confirms";
@@ -167,7 +176,7 @@ void correlate(TsdbResult& res) {
       c.text = intro + "Unlike the usual false positive, the TSDB shows " + hosts_of("heartbeat") +
                " really stopped before the timeout: a true positive; find what killed those tasks.";
     }
-  } else if (k == "oom-host") {
+  } else if (to_oom && !to_hardware) {
     const std::string v = verdict_of("oom");
     if (v == "checkpoint-spike" || v == "memory-leak-ramp" || v == "single-spike" ||
         v == "all-hosts") {
@@ -181,26 +190,25 @@ void correlate(TsdbResult& res) {
                "(a cgroup limit "
                "or a different cause).";
     }
-  } else if (k == "node-fail" || k == "signal-kill" || k == "nccl-timeout" ||
-             k == "unknown-death") {
+  } else if (to_hardware || to_network) {
     const std::string hw = verdict_of("hardware");
     const std::string net = verdict_of("network-health");
     const std::string oom = verdict_of("oom");
     if (hw == "hardware-fault" || hw == "driver-fault") {
-      c.stance = k == "nccl-timeout" ? "refines" : "confirms";
+      c.stance = to_network ? "refines" : "confirms";
       c.text = intro + "The TSDB finds a " + (hw == "hardware-fault" ? "hardware" : "GPU driver") +
                " fault on " + hosts_of("hardware") + " that explains it.";
-    } else if (k == "nccl-timeout" &&
+    } else if (to_network &&
                (net == "rdma-link-failure" || net == "rdma-degraded" || net == "congestion")) {
       c.stance = "confirms";
       c.text = intro + "The TSDB confirms a network cause: " + net + " on " +
                hosts_of("network-health") + ".";
-    } else if (k == "unknown-death" && !oom.empty() && oom != "no-host-memory-pressure" &&
+    } else if (to_oom && !oom.empty() && oom != "no-host-memory-pressure" &&
                oom != "inconclusive") {
       c.stance = "refines";
       c.text = intro + "The TSDB refines it: host memory ran out on " + hosts_of("oom") + " (" +
                oom + "), the most common silent killer.";
-    } else if (k == "nccl-timeout" && (net == "healthy" || net == "tcp-only")) {
+    } else if (to_network && (net == "healthy" || net == "tcp-only")) {
       c.stance = "refutes";
       c.text = intro +
                "The TSDB shows a clean RDMA network during the job: the timeout did not come from "

@@ -96,7 +96,6 @@ PlaybookResult run_network(Context& ctx, std::vector<HardwareVerdict>& verdicts)
 PlaybookResult run_training(Context& ctx);
 
 // ---- Small statistics and formatting helpers (playbook_util.cpp) ----
-PlaybookResult new_playbook(int number, const std::string& id, const std::string& title);
 double median(std::vector<double> v);
 double quantile(std::vector<double> v, double q);
 double mad(const std::vector<double>& v);  // median absolute deviation

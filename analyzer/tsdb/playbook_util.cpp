@@ -47,14 +47,6 @@ const std::vector<Sample>& Context::nonzero_increase(const std::string& metric,
   return counter_cache.emplace(metric, std::move(rows)).first->second;
 }
 
-PlaybookResult new_playbook(int number, const std::string& id, const std::string& title) {
-  PlaybookResult r;
-  r.number = number;
-  r.id = id;
-  r.title = title;
-  return r;
-}
-
 double median(std::vector<double> v) {
   return quantile(std::move(v), 0.5);
 }

@@ -44,10 +44,10 @@ struct TsdbRequest {
   std::vector<std::string> hosts;
 
   // What the log triage concluded.
-  std::string triage_class;              // hang, heartbeat-timeout, oom-host, node-fail, ...
+  std::string triage_class;                  // hang, heartbeat-timeout, oom-host, node-fail, ...
   std::vector<std::string> class_playbooks;  // the catalog's playbook ids for triage_class
-  std::optional<double> failure_time;    // the crash / error line's time
-  std::optional<double> last_step_time;  // wall clock of the last "completed step" (hang start)
+  std::optional<double> failure_time;        // the crash / error line's time
+  std::optional<double> last_step_time;      // wall clock of the last "completed step" (hang start)
   std::optional<int64_t> first_step;
   std::optional<int64_t> last_step;  // the wrong-database guard compares these two with tb_*
   std::optional<double> last_loss;
@@ -67,8 +67,9 @@ struct TsdbRequest {
   std::string cluster_url;          // PrometheusURL= in triage.conf
   std::string host_label = "host";  // the host label of the cluster Prometheus
 
-  // What to run. Full mode adds GPU health (5), network health (6) and training stability (7) to
-  // the class's playbooks. A non-empty `playbooks` replaces the choice (numbers 1-7).
+  // What to run: the class's playbooks (`class_playbooks`; when empty, the `playbooks` key of the
+  // class's [signature] section in the rule layers), plus GPU health (5), network health (6) and
+  // training stability (7) in full mode. A non-empty `playbooks` replaces the choice (numbers 1-7).
   bool full = true;
   std::vector<int> playbooks;
 
@@ -193,7 +194,7 @@ struct TsdbResult {
   bool refused = false;    // the wrong-database guard stopped the diagnosis
   std::string job_dir;
   std::string triage_class;
-  std::string analysis_type;  // hang | heartbeat | oom | hardware | health | ...
+  std::string analysis_type;  // the class's playbook ids joined by " + ", or "health-check"
 
   struct Source {
     std::string kind = "none";  // none | job-tsdb | job-tsdb-blocks | live-head | cluster
@@ -263,8 +264,10 @@ struct TsdbResult {
 // `available == false`; only programming errors throw.
 TsdbResult run_tsdb_analysis(const TsdbRequest& request);
 
-// The playbook numbers a triage class hands off to (docs/tsdb.md), plus 5, 6, 7 in full mode.
-std::vector<int> playbooks_for(const std::string& triage_class, bool full);
+// The playbook numbers for a class's playbook ids, plus the full-mode ones (5, 6, 7) in full mode
+// or when none of the ids applies. Ids the playbook table does not know go to `unknown`.
+std::vector<int> playbooks_for(const std::vector<std::string>& class_playbooks, bool full,
+                               std::vector<std::string>* unknown = nullptr);
 
 // An SVG timeline (training step, GPU power and utilisation per host, checkpoints, the failure
 // moment). `render_svg_timeline` returns the document; `write_svg_timeline` writes it atomically

@@ -11,6 +11,7 @@
 #include "analyzer/tsdb/discovery.h"
 #include "analyzer/tsdb/local_prometheus.h"
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "analyzer/tsdb/tsdb_dir.h"
 #include "common/rules_file.h"
@@ -29,14 +30,19 @@ PromClientOptions client_options(const TsdbRequest& req) {
   return o;
 }
 
-std::string analysis_type(const std::string& cls) {
-  if (cls == "hang") return "hang";
-  if (cls == "heartbeat-timeout") return "heartbeat";
-  if (cls == "oom-host") return "oom";
-  if (cls == "node-fail" || cls == "signal-kill") return "hardware";
-  if (cls == "nccl-timeout") return "network-health";
-  if (cls == "unknown-death") return "oom + hardware";
-  return "health-check";
+// The playbook numbers to run: the explicit ones, else the class's plus the full-mode ones. Class
+// playbook ids the table does not know become notes.
+std::vector<int> chosen_playbooks(const TsdbRequest& req, TsdbResult& res) {
+  std::vector<std::string> unknown;
+  std::vector<int> books = req.playbooks.empty()
+                               ? playbooks_for(req.class_playbooks, req.full, &unknown)
+                               : req.playbooks;
+  for (const auto& id : unknown)
+    res.notes.push_back("the rules catalog names an unknown playbook '" + printable(id) + "' for " +
+                        printable(req.triage_class));
+  std::sort(books.begin(), books.end());
+  books.erase(std::unique(books.begin(), books.end()), books.end());
+  return books;
 }
 
 void choose_gpu_model(Querier& q, const Scope& scope, const Discovery& d, const TsdbRequest& req,
@@ -109,7 +115,7 @@ void build_timeline(Querier& q, const Scope& scope, const Discovery& d, const Ts
   for (const auto& [ck, iv] : d.checkpoints)
     tl.checkpoints.emplace_back(ck, iv.start + d.scrape_s);
   tl.failure_time = req.failure_time;
-  if (req.triage_class == "hang")
+  if (hands_off_to(req, "hang"))
     tl.hang_start = req.last_step_time ? req.last_step_time : d.last_step_change;
   if (g.has_power_levels()) {
     if (std::isfinite(g.power_active_w)) tl.power_active_w = g.power_active_w;
@@ -143,45 +149,19 @@ bool analyse_source(PromClient& client, const std::string& host_label, const Tsd
                         "against the job's own training power");
   }
   Context ctx{req, q, scope, th, g, d, trusted, {}};
-  std::vector<int> books =
-      req.playbooks.empty() ? playbooks_for(req.triage_class, req.full) : req.playbooks;
-  std::sort(books.begin(), books.end());
-  books.erase(std::unique(books.begin(), books.end()), books.end());
-  for (int n : books) {
+  for (int n : chosen_playbooks(req, res)) {
     if (q.broken()) {
       res.notes.push_back("the Prometheus server stopped answering; playbook " + std::to_string(n) +
-                          " and later were "
-                          "skipped (" +
-                          q.last_error() + ")");
+                          " and later were skipped (" + q.last_error() + ")");
       break;
     }
+    const PlaybookEntry* entry = find_playbook_entry(n);
+    if (entry == nullptr) {
+      res.notes.push_back("there is no playbook " + std::to_string(n) + " (1-7)");
+      continue;
+    }
     try {
-      switch (n) {
-        case 1:
-          res.playbooks.push_back(run_hang(ctx));
-          break;
-        case 2:
-          res.playbooks.push_back(run_heartbeat(ctx));
-          break;
-        case 3:
-          res.playbooks.push_back(run_oom(ctx));
-          break;
-        case 4:
-          res.playbooks.push_back(run_hardware(ctx, res.hardware));
-          break;
-        case 5:
-          res.playbooks.push_back(run_gpu_health(ctx));
-          break;
-        case 6:
-          res.playbooks.push_back(run_network(ctx, res.hardware));
-          break;
-        case 7:
-          res.playbooks.push_back(run_training(ctx));
-          break;
-        default:
-          res.notes.push_back("there is no playbook " + std::to_string(n) + " (1-7)");
-          break;
-      }
+      res.playbooks.push_back(entry->run(ctx, res.hardware));
     } catch (const std::exception& e) {
       res.notes.push_back("playbook " + std::to_string(n) + " failed: " + e.what());
     }
@@ -198,7 +178,7 @@ bool analyse_source(PromClient& client, const std::string& host_label, const Tsd
                           " query(ies) failed");
   }
   build_chain(res, d, req, th);
-  correlate(res);
+  correlate(res, req);
   build_timeline(q, scope, d, req, g, res);
   for (const auto& p : res.playbooks) {
     for (const auto& s : p.next_steps)
@@ -225,31 +205,19 @@ std::string local_hostname() {
 
 }  // namespace
 
-std::vector<int> playbooks_for(const std::string& cls, bool full) {
-  std::vector<int> out;
-  if (cls == "hang") out = {1};
-  if (cls == "heartbeat-timeout") out = {2};
-  if (cls == "oom-host") out = {3};
-  if (cls == "node-fail" || cls == "signal-kill") out = {4};
-  if (cls == "nccl-timeout") out = {6};
-  if (cls == "unknown-death") out = {3, 4};
-  if (full || out.empty()) {
-    for (int n : {5, 6, 7}) {
-      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-TsdbResult run_tsdb_analysis(const TsdbRequest& req) {
+TsdbResult run_tsdb_analysis(const TsdbRequest& request) {
   const int64_t t0 = monotonic_usec();
+  const std::vector<std::string> layers =
+      request.rule_layers.empty() ? default_rule_layers() : request.rule_layers;
+  // A caller without the catalog at hand (slurm-triage tsdb --class) names only the class.
+  TsdbRequest req = request;
+  if (req.class_playbooks.empty())
+    req.class_playbooks = catalog_class_playbooks(layers, req.triage_class);
   TsdbResult res;
   res.job_dir = req.job_dir;
   res.triage_class = req.triage_class;
-  res.analysis_type = analysis_type(req.triage_class);
-  const Thresholds th =
-      load_thresholds(req.rule_layers.empty() ? default_rule_layers() : req.rule_layers);
+  res.analysis_type = analysis_label(req.class_playbooks);
+  const Thresholds th = load_thresholds(layers);
   for (const auto& e : th.errors)
     res.notes.push_back("thresholds catalog: " + std::string(e.what()));
   int requests = 0;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/tsdb/playbook_table.h"
 #include "common/kv_config.h"
 #include "common/privilege.h"
 #include "common/safe_io.h"
@@ -245,16 +246,41 @@ TEST(TsdbConfig, TriageConfKeysFillTheRequest) {
   EXPECT_EQ(e[0].line(), 2);
 }
 
-TEST(TsdbHandOff, EachTriageClassGetsItsPlaybooksAndFullModeAddsTheHealthChecks) {
-  EXPECT_EQ(playbooks_for("hang", false), std::vector<int>{1});
-  EXPECT_EQ(playbooks_for("hang", true), (std::vector<int>{1, 5, 6, 7}));
-  EXPECT_EQ(playbooks_for("heartbeat-timeout", false), std::vector<int>{2});
-  EXPECT_EQ(playbooks_for("oom-host", false), std::vector<int>{3});
-  EXPECT_EQ(playbooks_for("node-fail", false), std::vector<int>{4});
-  EXPECT_EQ(playbooks_for("signal-kill", false), std::vector<int>{4});
-  EXPECT_EQ(playbooks_for("nccl-timeout", true), (std::vector<int>{5, 6, 7}));
-  EXPECT_EQ(playbooks_for("unknown-death", false), (std::vector<int>{3, 4}));
-  EXPECT_EQ(playbooks_for("python-exception", false), (std::vector<int>{5, 6, 7}));
+TEST(TsdbHandOff, EachTriageClassGetsTheCatalogsPlaybooksAndFullModeAddsTheHealthChecks) {
+  auto playbooks_of = [](const std::string& cls, bool full) {
+    return playbooks_for(catalog_class_playbooks({TSDB_RULES_DIR}, cls), full);
+  };
+  EXPECT_EQ(playbooks_of("hang", false), std::vector<int>{1});
+  EXPECT_EQ(playbooks_of("hang", true), (std::vector<int>{1, 5, 6, 7}));
+  EXPECT_EQ(playbooks_of("heartbeat-timeout", false), std::vector<int>{2});
+  EXPECT_EQ(playbooks_of("oom-host", false), std::vector<int>{3});
+  EXPECT_EQ(playbooks_of("node-fail", false), std::vector<int>{4});
+  EXPECT_EQ(playbooks_of("signal-kill", false), std::vector<int>{4});
+  EXPECT_EQ(playbooks_of("nccl-timeout", true), (std::vector<int>{5, 6, 7}));
+  EXPECT_EQ(playbooks_of("unknown-death", false), (std::vector<int>{3, 4}));
+  EXPECT_EQ(playbooks_of("python-exception", false), (std::vector<int>{5, 6, 7}));
+}
+
+TEST(TsdbHandOff, TheReportLabelsTheAnalysisByTheClasssPlaybooks) {
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "hang")), "hang");
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "heartbeat-timeout")),
+            "heartbeat");
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "signal-kill")), "hardware");
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "nccl-timeout")),
+            "network-health");
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "unknown-death")),
+            "oom + hardware");
+  EXPECT_EQ(analysis_label(catalog_class_playbooks({TSDB_RULES_DIR}, "python-exception")),
+            "health-check");
+}
+
+TEST(TsdbHandOff, AnUnknownPlaybookIdInTheCatalogRunsOnlyTheHealthChecks) {
+  std::vector<std::string> unknown;
+  EXPECT_EQ(playbooks_for({"hnag"}, false, &unknown), (std::vector<int>{5, 6, 7}));
+  EXPECT_EQ(unknown, std::vector<std::string>{"hnag"});
+  EXPECT_EQ(known_playbook_ids(),
+            (std::vector<std::string>{"hang", "heartbeat", "oom", "hardware", "gpu-health",
+                                      "network-health", "training-stability"}));
 }
 
 }  // namespace
