@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +13,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
+#include "common/text.h"
 #include "common/time_util.h"
 
 extern char** environ;
@@ -25,9 +28,10 @@ namespace {
 
 // ---- The child's side, between fork and exec: system calls only. ----
 
-[[noreturn]] void report_and_exit(int report_fd, const char* step, int err) {
+[[noreturn]] void report_and_exit(int report_fd, const char* step, int err,
+                                  bool privileges = false) {
   // The step names are string literals: their address means the same in the parent.
-  const SpawnFailure f{step, err};
+  const SpawnFailure f{step, err, privileges};
   (void)!::write(report_fd, &f, sizeof f);
   ::_exit(127);
 }
@@ -87,7 +91,7 @@ int prepare_child(const ExecPlan& p, int report_fd, pid_t parent) {
   if (p.run_as != nullptr) {
     const char* step = "";
     const int e = drop_privileges_raw(*p.run_as, &step);
-    if (e != 0) report_and_exit(report_fd, step, e);
+    if (e != 0) report_and_exit(report_fd, step, e, true);
   }
   return report_fd;
 }
@@ -178,7 +182,7 @@ void prepare(const ChildSpec& spec, PreparedSpawn& s, UniqueFd& in, UniqueFd& ou
     s.child_in = std::move(p.read);
     in = std::move(p.write);
     s.plan.stdin_fd = s.child_in.get();
-  } else {
+  } else if (!spec.inherit_stdin) {
     s.plan.stdin_fd = need_null();
   }
   const auto output = [&](ChildOutput to, UniqueFd& child_end, UniqueFd& parent_end) -> int {
@@ -210,11 +214,13 @@ void prepare(const ChildSpec& spec, PreparedSpawn& s, UniqueFd& in, UniqueFd& ou
 }
 
 [[noreturn]] void throw_spawn_failure(const ChildSpec& spec, const SpawnFailure& f) {
-  std::string what = spec.argv.empty() ? std::string("child") : spec.argv.front();
-  if (spec.run_as && f.step != std::string("exec") && f.step != std::string("chdir")) {
-    what = "dropping privileges to uid " + std::to_string(spec.run_as->uid) + " for " + what;
-  }
-  throw std::system_error(f.err, std::generic_category(), std::string(f.step) + " " + what);
+  const std::string program = spec.argv.empty() ? std::string("a function") : spec.argv.front();
+  const std::string step = f.step;
+  const std::string what = f.dropping_privileges && spec.run_as
+                               ? "dropping privileges to uid " + std::to_string(spec.run_as->uid) +
+                                     " for " + program + ": " + step
+                               : step + " " + program;
+  throw std::system_error(f.err, std::generic_category(), what);
 }
 
 int open_pidfd(pid_t pid) {
@@ -247,6 +253,23 @@ bool read_available(int fd, std::string& into, size_t cap, bool& truncated) {
   }
 }
 
+std::string find_executable(const std::string& name_or_path) {
+  const auto executable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name_or_path.empty()) return {};
+  if (name_or_path.find('/') != std::string::npos)
+    return executable(name_or_path) ? name_or_path : std::string();
+  const char* path = std::getenv("PATH");
+  for (const auto dir : split(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = std::string(dir) + "/" + name_or_path;
+    if (executable(candidate)) return candidate;
+  }
+  return {};
+}
+
 ChildProcess ChildProcess::spawn(const ChildSpec& spec) {
   if (spec.argv.empty()) throw std::system_error(EINVAL, std::generic_category(), "spawn: no argv");
   ChildProcess c;
@@ -256,8 +279,7 @@ ChildProcess ChildProcess::spawn(const ChildSpec& spec) {
   const pid_t pid = spawn_raw(s.plan, &f);
   if (pid < 0) throw_spawn_failure(spec, f);
   c.pid_ = pid;
-  c.group_ = spec.own_process_group;
-  if (c.group_) (void)::setpgid(pid, pid);  // also here, so a kill finds the group at once
+  c.group_ = spec.own_process_group;  // set up by the child before spawn_raw returned
   c.exit_fd_.reset(open_pidfd(pid));
   return c;
 }
@@ -285,7 +307,6 @@ ChildProcess ChildProcess::fork_call(const ChildSpec& spec, const std::function<
   if (pid < 0) throw_spawn_failure(spec, f);
   c.pid_ = pid;
   c.group_ = spec.own_process_group;
-  if (c.group_) (void)::setpgid(pid, pid);
   c.exit_fd_.reset(open_pidfd(pid));
   return c;
 }

@@ -39,9 +39,10 @@ enum class ChildOutput {
 struct ChildSpec {
   std::vector<std::string> argv;  // argv[0] is the program's path; no PATH search (find_executable)
   std::optional<std::vector<std::string>> env;  // "NAME=value" entries; nullopt: this environment
-  std::optional<Identity> run_as;  // dropped to for good (groups, gid, uid) before exec
-  std::string working_dir;         // chdir before exec; empty: unchanged
+  std::optional<Identity> run_as;         // dropped to for good (groups, gid, uid) before exec
+  std::string working_dir;                // chdir before exec; empty: unchanged
   std::optional<std::string> stdin_data;  // written to a pipe; nullopt: stdin is /dev/null
+  bool inherit_stdin = false;             // without stdin_data: this process's stdin, not /dev/null
   ChildOutput stdout_to = ChildOutput::kCapture;
   ChildOutput stderr_to = ChildOutput::kCapture;
   bool own_process_group = false;  // setpgid(0, 0), so kill() reaches what the child started
@@ -67,6 +68,7 @@ struct ExecPlan {
 struct SpawnFailure {
   const char* step = "";
   int err = 0;
+  bool dropping_privileges = false;  // `step` is one of the privilege drop's calls
 };
 
 // Forks and execs `plan`. Async-signal-safe. Returns the child's pid, or -1 with `*failure` set
@@ -129,7 +131,7 @@ struct ChildLimits {
 };
 
 struct ChildResult {
-  int wait_status = 0;  // raw (common/wait_status.h decodes it)
+  int wait_status = 0;     // raw (common/wait_status.h decodes it)
   bool timed_out = false;  // killed at the deadline
   std::string out;
   std::string err;
@@ -147,5 +149,9 @@ ChildResult run_child(const ChildSpec& spec, const ChildLimits& limits);
 // Appends what `fd` (non-blocking) has now, keeping `into` within `cap` bytes and setting
 // `truncated` when bytes were dropped. Returns false at end of file or on a read error.
 bool read_available(int fd, std::string& into, size_t cap, bool& truncated);
+
+// The program a name stands for: a name with a '/' is taken as a path, any other is looked up in
+// $PATH (/usr/local/bin:/usr/bin:/bin when unset). "" when it is not an executable regular file.
+std::string find_executable(const std::string& name_or_path);
 
 }  // namespace triage
