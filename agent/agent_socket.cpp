@@ -1,17 +1,18 @@
 // The local socket (JSON lines, SO_PEERCRED) and the plugin's inbox directory.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
 #include "common/error.h"
 #include "common/json_read.h"
+#include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -143,20 +144,14 @@ void Agent::scan_inbox() {
   if (dfd < 0) return;
   UniqueFd dir(dfd);
   std::vector<std::string> names;
-  {
-    const int dup = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
-    if (d == nullptr) {
-      if (dup >= 0) ::close(dup);
-      return;
-    }
-    while (const dirent* e = ::readdir(d)) {
+  try {
+    for (DirEntry& e : list_dir_at(dfd)) {
       // Dot files are the plugin's temporaries, not yet renamed into place.
-      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+      if (e.name[0] != '.') names.push_back(std::move(e.name));
     }
-    ::closedir(d);
+  } catch (const std::system_error&) {
+    return;
   }
-  std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const int fd =
         ::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
