@@ -24,6 +24,7 @@
 #include "agent/attribution.h"
 #include "collector/boot_id.h"
 #include "collector/health/node_health.h"
+#include "collector/kernel_pipeline.h"
 #include "common/rules_file.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -51,23 +52,11 @@ std::string spelled_like_events(const std::string& id) {
 }
 
 std::string read_boot_id(const std::string& proc_root) {
-  for (const std::string& p :
-       {proc_root + "/sys/kernel/random/boot_id", std::string("/proc/sys/kernel/random/boot_id")}) {
-    try {
-      UniqueFd f = open_regular_file(p, false);
-      std::string id(trim(read_fd_limited(f.get(), 128)));
-      if (!id.empty()) return id;
-    } catch (const std::exception&) {
-      // try the next one; /proc files are not regular files on every kernel
-    }
-    FILE* f = std::fopen(p.c_str(), "re");
-    if (f == nullptr) continue;
-    char buf[128] = {};
-    const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
-    (void)std::fclose(f);  // read-only: nothing to flush
-    if (ok && !trim(buf).empty()) return std::string(trim(buf));
+  try {
+    return collector::read_boot_id(boot_id_path(proc_root));
+  } catch (const std::exception&) {
+    return "unknown-boot";
   }
-  return "unknown-boot";
 }
 
 std::optional<uid_t> lookup_user(const std::string& name) {
@@ -146,10 +135,6 @@ uint64_t fnv1a(std::string_view s) {
     h *= 1099511628211ULL;
   }
   return h;
-}
-
-bool is_gpu_error_kind(const std::string& kind) {
-  return kind.rfind("gpu-", 0) == 0 || kind == "nvidia-xid";
 }
 
 // Events the agent made from its own observations (sysfs counters, stuck reads, D-state) rather
@@ -438,7 +423,7 @@ void Agent::count_event(const KernelEvent& e, const KernelEvent* previous) {
   if (previous == nullptr) ++stats_.events_by_kind[e.kind];
   if (!from_kernel_log(e)) return;
   if (e.kind == "oom-kill") stats_.oom_kills += delta;
-  if (is_gpu_error_kind(e.kind) && e.severity >= Severity::kError && e.action != "none") {
+  if (collector::is_gpu_error(e) && e.severity >= Severity::kError && e.action != "none") {
     stats_.gpu_errors += delta;
   }
 }
