@@ -60,6 +60,7 @@ class AnalysisRunner {
   void on_exit(uint64_t run_id);
   void poll_exit(uint64_t run_id);
   void finish(uint64_t run_id);
+  void stop_watching(Run& r);
 
   EventLoop& loop_;
   std::map<uint64_t, std::unique_ptr<Run>> runs_;

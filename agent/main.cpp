@@ -36,7 +36,6 @@ void usage(FILE* out) {
 }
 
 std::unique_ptr<triage::agent::SlurmClient> slurm_client() {
-#ifdef TRIAGE_HAVE_LIBSLURM_CLIENT
   try {
     return triage::agent::make_libslurm_client();
   } catch (const std::exception& e) {
@@ -44,9 +43,6 @@ std::unique_ptr<triage::agent::SlurmClient> slurm_client() {
                   e.what());
     return triage::agent::make_offline_slurm_client(e.what());
   }
-#else
-  return triage::agent::make_offline_slurm_client("this build has no libslurm client");
-#endif
 }
 
 }  // namespace

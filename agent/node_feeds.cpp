@@ -24,23 +24,11 @@ std::string boot_id_path(const std::string& proc_root) {
 }
 
 std::string read_boot_id(const std::string& proc_root) {
-  for (const std::string& p :
-       {proc_root + "/sys/kernel/random/boot_id", std::string("/proc/sys/kernel/random/boot_id")}) {
-    try {
-      UniqueFd f = open_regular_file(p, false);
-      std::string id(trim(read_fd_limited(f.get(), 128)));
-      if (!id.empty()) return id;
-    } catch (const std::exception&) {
-      // try the next one; /proc files are not regular files on every kernel
-    }
-    FILE* f = std::fopen(p.c_str(), "re");
-    if (f == nullptr) continue;
-    char buf[128] = {};
-    const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
-    (void)std::fclose(f);  // read-only: nothing to flush
-    if (ok && !trim(buf).empty()) return std::string(trim(buf));
+  try {
+    return collector::read_boot_id(boot_id_path(proc_root));
+  } catch (const std::exception&) {
+    return "unknown-boot";
   }
-  return "unknown-boot";
 }
 
 }  // namespace

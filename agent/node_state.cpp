@@ -9,6 +9,7 @@
 
 #include "agent/attribution.h"
 #include "collector/health/node_health.h"
+#include "collector/kernel_pipeline.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -27,10 +28,6 @@ uint64_t fnv1a(std::string_view s) {
     h *= 1099511628211ULL;
   }
   return h;
-}
-
-bool is_gpu_error_kind(const std::string& kind) {
-  return kind.rfind("gpu-", 0) == 0 || kind == "nvidia-xid";
 }
 
 // Events the agent made from its own observations (sysfs counters, stuck reads, D-state) rather
@@ -164,7 +161,7 @@ void NodeState::count_event(const KernelEvent& e, const KernelEvent* previous) {
   if (previous == nullptr) ++stats_.events_by_kind[e.kind];
   if (!from_kernel_log(e)) return;
   if (e.kind == "oom-kill") stats_.oom_kills += delta;
-  if (is_gpu_error_kind(e.kind) && e.severity >= Severity::kError && e.action != "none") {
+  if (collector::is_gpu_error(e) && e.severity >= Severity::kError && e.action != "none") {
     stats_.gpu_errors += delta;
   }
 }

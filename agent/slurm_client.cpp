@@ -2,21 +2,21 @@
 // slurm_load_node_single for a node's state, slurm_update_node for a drain.
 #include "agent/slurm_client.h"
 
-#include <fcntl.h>
 #include <pwd.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
+#include "common/child_process.h"
 #include "common/error.h"
 #include "common/hostlist.h"
 
@@ -286,18 +286,19 @@ namespace {
 // no configless cache, no SRV record. The agent must then run on the epilog's facts, not die, so
 // the first initialisation is tried in a child.
 bool slurm_config_loads() {
-  const pid_t pid = ::fork();
-  if (pid < 0) return true;  // cannot tell; let the real call decide
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
-    slurm_init(nullptr);
-    ::_exit(0);
+  ChildSpec quiet;
+  quiet.stdout_to = ChildOutput::kInherit;
+  quiet.stderr_to = ChildOutput::kNull;
+  try {
+    ChildProcess probe = ChildProcess::fork_call(quiet, [] {
+      slurm_init(nullptr);
+      return 0;
+    });
+    const int status = probe.wait();
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  } catch (const std::system_error&) {
+    return true;  // cannot tell; let the real call decide
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "agent/socket_api.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
@@ -13,11 +12,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
 #include "common/json_read.h"
+#include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -73,17 +74,13 @@ UniqueFd listen_unix(const std::string& path) {
 // place.
 std::vector<std::string> inbox_names(int dfd) {
   std::vector<std::string> names;
-  const int dup = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (d == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return names;
+  try {
+    for (DirEntry& e : list_dir_at(dfd)) {
+      if (e.name[0] != '.') names.push_back(std::move(e.name));
+    }
+  } catch (const std::system_error&) {
+    names.clear();
   }
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
   return names;
 }
 

@@ -1,6 +1,5 @@
 #include "agent/spool.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
+#include "common/safe_io.h"
 #include "common/text.h"
 
 namespace triage::agent {
@@ -22,19 +23,12 @@ constexpr size_t kMaxSpoolFile = 512u << 20;
 
 std::vector<std::string> list_names(int dirfd) {
   std::vector<std::string> names;
-  const int dup = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dup < 0) return names;
-  DIR* d = ::fdopendir(dup);
-  if (d == nullptr) {
-    ::close(dup);
-    return names;
+  try {
+    for (DirEntry& e : list_dir_at(dirfd))
+      names.push_back(std::move(e.name));
+  } catch (const std::system_error&) {
+    // an unreadable spool directory holds nothing to replay
   }
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
   return names;
 }
 

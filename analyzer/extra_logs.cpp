@@ -31,28 +31,13 @@ template <typename Keep>
 std::vector<std::string> list_names(int dirfd, const std::string& sub, size_t max_entries,
                                     Keep keep, bool& capped) {
   std::vector<std::string> out;
-  int fd = -1;
   try {
-    fd = open_dir_at(dirfd, sub, false).release();
-  } catch (const std::system_error&) {
-    return out;
-  }
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return out;
-  }
-  size_t seen = 0;
-  while (dirent* de = ::readdir(d)) {
-    if (++seen > max_entries) {
-      capped = true;
-      break;
+    for (DirEntry& e : list_dir_at(open_dir_at(dirfd, sub, false).get(), max_entries, &capped)) {
+      if (keep(e.name, e.type)) out.push_back(std::move(e.name));
     }
-    const std::string name = de->d_name;
-    if (name != "." && name != ".." && keep(name, de->d_type)) out.push_back(name);
+  } catch (const std::system_error&) {
+    // an unreadable directory contributes no logs
   }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
   return out;
 }
 

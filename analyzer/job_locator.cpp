@@ -1,13 +1,11 @@
 #include "analyzer/job_locator.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <system_error>
 
 #include "common/safe_io.h"
 #include "common/text.h"
@@ -123,17 +121,17 @@ JobTarget resolve_job_id(uint64_t job_id, const std::string& outputs_root) {
   JobTarget t;
   t.job_id = job_id;
   const std::string prefix = std::to_string(job_id) + "-";
-  DIR* d = ::opendir(outputs_root.c_str());
-  if (d == nullptr) {
-    t.error = "cannot list outputs root " + outputs_root + ": " + std::strerror(errno);
+  std::vector<DirEntry> entries;
+  try {
+    entries = list_dir(outputs_root, 1000000);
+  } catch (const std::system_error& e) {
+    t.error = "cannot list outputs root " + outputs_root + ": " + e.code().message();
     return t;
   }
   std::string dir_match;
   std::string log_match;
-  size_t seen = 0;
-  while (dirent* de = ::readdir(d)) {
-    if (++seen > 1000000) break;
-    const std::string name = de->d_name;
+  for (const DirEntry& de : entries) {
+    const std::string& name = de.name;
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string full = join(outputs_root, name);
     if (is_dir(full) && exists_no_follow(join(full, "log"))) {
@@ -142,7 +140,6 @@ JobTarget resolve_job_id(uint64_t job_id, const std::string& outputs_root) {
       if (log_match.empty() || name < log_match) log_match = name;
     }
   }
-  ::closedir(d);
   if (!dir_match.empty()) return resolve_job_path(join(outputs_root, dir_match));
   if (!log_match.empty()) return resolve_job_path(join(outputs_root, log_match));
   t.error = "no job " + std::to_string(job_id) + " under " + outputs_root + " (looked for " +
@@ -153,13 +150,8 @@ JobTarget resolve_job_id(uint64_t job_id, const std::string& outputs_root) {
 std::vector<std::string> list_job_dirs(const std::string& outputs_dir,
                                        std::vector<std::string>* skipped, size_t max_entries) {
   std::vector<std::string> jobs;
-  DIR* d = ::opendir(outputs_dir.c_str());
-  if (d == nullptr) throw_errno("list " + outputs_dir, errno);
-  size_t seen = 0;
-  while (dirent* de = ::readdir(d)) {
-    if (++seen > max_entries) break;
-    const std::string name = de->d_name;
-    if (name == "." || name == "..") continue;
+  for (const DirEntry& de : list_dir(outputs_dir, max_entries)) {
+    const std::string& name = de.name;
     const std::string full = join(outputs_dir, name);
     struct stat st {};
     if (::lstat(full.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
@@ -169,8 +161,6 @@ std::vector<std::string> list_job_dirs(const std::string& outputs_dir,
       skipped->push_back(name);
     }
   }
-  ::closedir(d);
-  std::sort(jobs.begin(), jobs.end());
   if (skipped != nullptr) std::sort(skipped->begin(), skipped->end());
   return jobs;
 }

@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 
+#include "common/child_process.h"
 #include "common/safe_io.h"
 
 namespace triage {
@@ -49,45 +49,33 @@ ChildOutcome run_in_child_as(const std::optional<Identity>& who,
     out.error = std::string("pipe: ") + std::strerror(errno);
     return out;
   }
-  (void)std::fflush(stdout);
-  (void)std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    out.error = std::string("fork: ") + std::strerror(errno);
-    ::close(p[0]);
-    ::close(p[1]);
-    return out;
-  }
-  if (pid == 0) {
-    ::close(p[0]);
-    int status = 70;
-    std::string result;
-    try {
-      if (who) become(*who);
-      status = fn(result);
-    } catch (const std::exception& e) {
-      (void)std::fprintf(stderr, "slurm-triage: %s\n", e.what());
-      status = 70;
-    }
-    try {
-      write_all(p[1], result);
-    } catch (const std::exception&) {
-      status = 70;
-    }
-    (void)std::fflush(stdout);
-    (void)std::fflush(stderr);
-    ::_exit(status);
-  }
-  ::close(p[1]);
+  UniqueFd result_r(p[0]), result_w(p[1]);
+  ChildSpec spec;  // the child shares this process's stdin, stdout and stderr
+  spec.inherit_stdin = true;
+  spec.stdout_to = ChildOutput::kInherit;
+  spec.stderr_to = ChildOutput::kInherit;
+  if (who && !(::geteuid() == who->uid && ::getegid() == who->gid)) spec.run_as = who;
   bool truncated = false;
-  try {
-    out.output = read_fd_limited(p[0], 16u << 20, &truncated);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-  }
-  ::close(p[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  try {
+    ChildProcess child = ChildProcess::fork_call(spec, [&] {
+      result_r.reset();  // so that writing past what the parent reads fails instead of blocking
+      std::string result;
+      const int st = fn(result);
+      write_all(result_w.get(), result);
+      return st;
+    });
+    result_w.reset();
+    try {
+      out.output = read_fd_limited(result_r.get(), 16u << 20, &truncated);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    result_r.reset();  // a child still writing past the cap gets EPIPE instead of blocking
+    status = child.wait();
+  } catch (const std::system_error& e) {
+    out.error = e.what();
+    return out;
   }
   if (WIFEXITED(status)) {
     out.exit_status = WEXITSTATUS(status);

@@ -130,43 +130,6 @@ int show(const std::string& class_id, const std::vector<std::string>& dirs) {
   return errors.empty() ? 0 : 1;
 }
 
-// For the benchmark: every signature and harmless pattern, one per line, as RE2 without group names
-// (what rg takes) or POSIX ERE (grep -E).
-int export_patterns(const std::vector<std::string>& dirs, bool ere) {
-  std::vector<InputError> errors;
-  const SignatureCatalog cat = SignatureCatalog::load(dirs, errors);
-  for (const auto& e : errors)
-    (void)std::fprintf(stderr, "%s\n", e.what());
-  auto emit = [ere](const CompiledPattern& p) {
-    if (!ere) {
-      // rg joins the patterns into one alternation, where repeated group names are an error.
-      std::string s = p.source;
-      for (size_t at = s.find("(?P<"); at != std::string::npos; at = s.find("(?P<", at + 1)) {
-        const size_t close = s.find('>', at);
-        if (close != std::string::npos) s.erase(at + 1, close - at);
-      }
-      (void)std::printf("%s\n", s.c_str());
-      return;
-    }
-    const auto converted = to_posix_ere(p.source);
-    if (converted) {
-      (void)std::printf("%s\n", converted->c_str());
-    } else {
-      (void)std::fprintf(stderr, "%s:%d: no POSIX ERE form, left out: %s\n", p.file.c_str(), p.line,
-                         p.source.c_str());
-    }
-  };
-  for (const auto& c : cat.classes()) {
-    for (const auto& p : c.patterns)
-      emit(p);
-  }
-  for (const auto& h : cat.harmless()) {
-    for (const auto& p : h.patterns)
-      emit(p);
-  }
-  return errors.empty() ? 0 : 1;
-}
-
 int run_rules(int argc, char** argv) {
   if (argc < 2) {
     (void)std::fputs(kHelp, stderr);
@@ -179,7 +142,6 @@ int run_rules(int argc, char** argv) {
   }
   std::vector<std::string> dirs;
   std::string class_id;  // `show`'s first operand
-  bool ere = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -192,8 +154,6 @@ int run_rules(int argc, char** argv) {
         return 2;
       }
       dirs.emplace_back(argv[++i]);
-    } else if (a == "--ere" && sub == "export-patterns") {
-      ere = true;
     } else if (!a.empty() && a[0] == '-') {
       (void)std::fprintf(stderr, "slurm-triage rules: unknown option %s\n", a.c_str());
       return 2;
@@ -206,7 +166,6 @@ int run_rules(int argc, char** argv) {
   if (sub == "check") return check(dirs);
   if (sub == "list") return list(dirs);
   if (sub == "show") return show(class_id, dirs);
-  if (sub == "export-patterns") return export_patterns(dirs, ere);
   (void)std::fprintf(stderr, "slurm-triage rules: unknown subcommand '%s'\n\n%s", sub.c_str(),
                      kHelp);
   return 2;

@@ -159,9 +159,4 @@ std::optional<CompiledPattern> compile_pattern(const std::string& source, std::s
 bool pattern_matches(const CompiledPattern& p, std::string_view text,
                      std::vector<std::pair<std::string, std::string>>* captures = nullptr);
 
-// The pattern rewritten for `grep -E` (POSIX ERE), for the benchmark's baseline: \d, \s, \S, \w,
-// \b and (?P<name>...) groups are translated; inline flags are dropped. Returns nullopt when the
-// pattern uses something ERE cannot express.
-std::optional<std::string> to_posix_ere(std::string_view re2_pattern);
-
 }  // namespace triage

@@ -47,13 +47,6 @@ std::string canonical_device(std::string_view device) {
   return d;
 }
 
-std::string flood_shape(std::string_view message) {
-  std::string out;
-  out.reserve(message.size());
-  append_flood_shape(out, message);
-  return out;
-}
-
 void append_flood_shape(std::string& out, std::string_view message) {
   size_t i = 0;
   while (i < message.size()) {

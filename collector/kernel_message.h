@@ -15,10 +15,9 @@ std::string_view prefix_device(std::string_view message);
 // "0000:3b:00.0"); other device names (interfaces) are returned as they are.
 std::string canonical_device(std::string_view device);
 
-// The message with every word that contains a digit replaced by '#', so that lines differing only
-// in numbers, addresses and counters compare equal ("soft lockup - CPU#12 stuck for 22s!" and
-// "... CPU#3 stuck for 48s!").
-std::string flood_shape(std::string_view message);
+// Appends the message with every word that contains a digit replaced by '#', so that lines
+// differing only in numbers, addresses and counters compare equal ("soft lockup - CPU#12 stuck for
+// 22s!" and "... CPU#3 stuck for 48s!").
 void append_flood_shape(std::string& out, std::string_view message);
 
 }  // namespace triage::collector

@@ -195,9 +195,6 @@ std::string KvConfig::get(std::string_view key) const {
 int64_t KvConfig::get_int(std::string_view key) const {
   return parse_int(get(key)).value_or(0);
 }
-bool KvConfig::get_bool(std::string_view key) const {
-  return parse_bool_word(get(key)).value_or(false);
-}
 int64_t KvConfig::get_seconds(std::string_view key) const {
   return parse_duration_seconds(get(key)).value_or(0);
 }

@@ -45,7 +45,6 @@ class KvConfig {
 
   std::string get(std::string_view key) const;
   int64_t get_int(std::string_view key) const;
-  bool get_bool(std::string_view key) const;
   // Durations accept "90", "90s", "5m", "2h", "1d"; returned in seconds.
   int64_t get_seconds(std::string_view key) const;
   // Sizes accept "512", "64K", "32M", "2G"; returned in bytes.

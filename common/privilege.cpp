@@ -38,24 +38,26 @@ Identity identity_for_uid(uid_t uid, gid_t* gid) {
   return id;
 }
 
-void drop_privileges_permanently(const Identity& who) {
-  if (::setgroups(who.groups.size(), who.groups.data()) != 0) {
-    throw std::system_error(errno, std::generic_category(), "setgroups");
-  }
-  if (::setresgid(who.gid, who.gid, who.gid) != 0) {
-    throw std::system_error(errno, std::generic_category(), "setresgid");
-  }
-  if (::setresuid(who.uid, who.uid, who.uid) != 0) {
-    throw std::system_error(errno, std::generic_category(), "setresuid");
-  }
+int drop_privileges_raw(const Identity& who, const char** failed_step) noexcept {
+  const auto fail = [failed_step](const char* step, int err) {
+    *failed_step = step;
+    return err;
+  };
+  if (::setgroups(who.groups.size(), who.groups.data()) != 0) return fail("setgroups", errno);
+  if (::setresgid(who.gid, who.gid, who.gid) != 0) return fail("setresgid", errno);
+  if (::setresuid(who.uid, who.uid, who.uid) != 0) return fail("setresuid", errno);
   uid_t r = 0, e = 0, s = 0;
   if (::getresuid(&r, &e, &s) != 0 || r != who.uid || e != who.uid || s != who.uid) {
-    throw std::system_error(EPERM, std::generic_category(), "uid did not change");
+    return fail("uid did not change", EPERM);
   }
-  if (who.uid != 0 && ::setuid(0) == 0) {
-    throw std::system_error(EPERM, std::generic_category(),
-                            "root could be regained after the drop");
-  }
+  if (who.uid != 0 && ::setuid(0) == 0) return fail("root could be regained after the drop", EPERM);
+  return 0;
+}
+
+void drop_privileges_permanently(const Identity& who) {
+  const char* step = "";
+  const int err = drop_privileges_raw(who, &step);
+  if (err != 0) throw std::system_error(err, std::generic_category(), step);
 }
 
 bool running_as_root() {

@@ -26,6 +26,10 @@ Identity identity_for_uid(uid_t uid, gid_t* gid = nullptr);
 // std::system_error on any failure; the caller must not continue as root when this throws.
 void drop_privileges_permanently(const Identity& who);
 
+// The same drop made of system calls only, for a child between fork and exec (async-signal-safe:
+// no allocation, no exception). Returns 0, or an errno value with `*failed_step` naming the call.
+int drop_privileges_raw(const Identity& who, const char** failed_step) noexcept;
+
 bool running_as_root();
 
 }  // namespace triage

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <system_error>
 
 #include "common/build_config.h"
+#include "common/safe_io.h"
 #include "common/text.h"
 
 namespace triage {
@@ -195,15 +197,17 @@ RulesLoad load_rule_layers(const std::vector<std::string>& layers) {
       continue;
     }
     if (std::filesystem::is_directory(st)) {
-      std::vector<std::string> files;
-      for (const auto& de : std::filesystem::directory_iterator(layer, ec)) {
-        const auto& p = de.path();
-        if (p.extension() == ".rules" && de.is_regular_file(ec)) files.push_back(p.string());
+      std::vector<DirEntry> entries;
+      try {
+        entries = list_dir(layer);
+      } catch (const std::system_error& e) {
+        merged.errors.emplace_back(layer, 0, "cannot list rules directory: " + e.code().message());
       }
-      if (ec) merged.errors.emplace_back(layer, 0, "cannot list rules directory: " + ec.message());
-      std::sort(files.begin(), files.end());
-      for (const auto& f : files)
-        absorb(parse_rules_file(f));
+      for (const DirEntry& de : entries) {
+        const std::filesystem::path p = std::filesystem::path(layer) / de.name;
+        if (p.extension() == ".rules" && std::filesystem::is_regular_file(p, ec))
+          absorb(parse_rules_file(p.string()));
+      }
     } else {
       absorb(parse_rules_file(layer));
     }

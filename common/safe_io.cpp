@@ -1,9 +1,11 @@
 #include "common/safe_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <random>
 
@@ -36,6 +38,44 @@ UniqueFd open_dir_at(int dirfd, const std::string& name, bool nofollow) {
 
 UniqueFd open_dir(const std::string& path, bool nofollow) {
   return open_dir_at(AT_FDCWD, path, nofollow);
+}
+
+std::vector<DirEntry> list_dir_at(int dirfd, size_t max_entries, bool* capped) {
+  // A fresh open file description, so that reading does not move `dirfd`'s offset.
+  const int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_errno("open directory", errno);
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw_errno("list directory", err);
+  }
+  std::vector<DirEntry> out;
+  size_t seen = 0;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (++seen > max_entries) {
+      if (capped != nullptr) *capped = true;
+      break;
+    }
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") out.push_back({std::string(n), e->d_type});
+    errno = 0;
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) throw_errno("list directory", err);
+  std::sort(out.begin(), out.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<DirEntry> list_dir(const std::string& path, size_t max_entries, bool* capped) {
+  try {
+    return list_dir_at(open_dir(path, false).get(), max_entries, capped);
+  } catch (const std::system_error& e) {
+    throw_errno("list " + path, e.code().value());
+  }
 }
 
 UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow) {

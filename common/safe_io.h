@@ -6,9 +6,11 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace triage {
 
@@ -42,6 +44,20 @@ class UniqueFd {
 // Opens a directory. With `nofollow`, a symlink in the final component is refused (ELOOP/ENOTDIR).
 UniqueFd open_dir(const std::string& path, bool nofollow = true);
 UniqueFd open_dir_at(int dirfd, const std::string& name, bool nofollow = true);
+
+struct DirEntry {
+  std::string name;
+  unsigned char type = 0;  // dirent's d_type: DT_REG, DT_DIR, DT_LNK, ... or DT_UNKNOWN
+};
+
+// The entries of the directory open as `dirfd`, without "." and "..", sorted by name. It reads
+// through its own descriptor (`dirfd`'s offset is untouched) and stops after `max_entries`
+// directory entries ("." and ".." count), setting `*capped`. Throws std::system_error when the
+// directory cannot be read.
+std::vector<DirEntry> list_dir_at(int dirfd, size_t max_entries = SIZE_MAX, bool* capped = nullptr);
+// The same for a path; a symlink to a directory is followed.
+std::vector<DirEntry> list_dir(const std::string& path, size_t max_entries = SIZE_MAX,
+                               bool* capped = nullptr);
 
 // Opens an existing regular file for reading. FIFOs, devices, sockets and directories are refused
 // with a clear error instead of blocking or misbehaving; `nofollow` refuses a symlink as the final

@@ -66,25 +66,6 @@ uint16_t pick_free_loopback_port(std::optional<uint16_t> hint) {
   throw LaunchError("no free loopback port to start prometheus on");
 }
 
-std::string find_executable(const std::string& name_or_path) {
-  if (name_or_path.empty()) return {};
-  if (name_or_path.find('/') != std::string::npos) {
-    return ::access(name_or_path.c_str(), X_OK) == 0 ? name_or_path : std::string();
-  }
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (auto d : split(dirs, ':')) {
-    if (d.empty()) continue;
-    std::string candidate = std::string(d) + "/" + name_or_path;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return {};
-}
-
 LocalPrometheus::LocalPrometheus(LaunchOptions options) : options_(std::move(options)) {
   std::string parent = options_.scratch_parent;
   if (parent.empty()) {

@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/child_process.h"  // find_executable resolves the binary
+
 namespace triage::tsdb {
 
 class ServerGuardian;
@@ -37,10 +39,6 @@ class LaunchError : public std::runtime_error {
 // Finds a loopback TCP port nobody listens on by binding it: `hint`, hint+1, ... hint+63 first
 // when given, otherwise (or when all are taken) a port chosen by the kernel.
 uint16_t pick_free_loopback_port(std::optional<uint16_t> hint);
-
-// Resolves the prometheus binary: an absolute path as given, or a name searched in $PATH.
-// Returns an empty string when there is none to execute.
-std::string find_executable(const std::string& name_or_path);
 
 class LocalPrometheus {
  public:

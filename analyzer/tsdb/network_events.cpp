@@ -8,13 +8,6 @@
 
 namespace triage::tsdb {
 
-std::map<std::string, double> by_host_gpu(const Scope& scope, const std::vector<Sample>& samples) {
-  std::map<std::string, double> out;
-  for (const auto& s : samples)
-    out[host_gpu(scope, s.labels)] = s.point.v;
-  return out;
-}
-
 std::map<std::string, double> by_host(const Scope& scope, const std::vector<Sample>& samples) {
   std::map<std::string, double> out;
   for (const auto& s : samples)

@@ -80,7 +80,6 @@ std::vector<NetEvent> find_network_events(Context& ctx, double from, double to,
                                           std::vector<QueryRecord>* sink);
 
 // Per-series helpers.
-std::map<std::string, double> by_host_gpu(const Scope& scope, const std::vector<Sample>& samples);
 std::map<std::string, double> by_host(const Scope& scope, const std::vector<Sample>& samples);
 // `sum by (<host label>) (expr)` / `max by ...` spelled for the scope's host label.
 std::string by_host_sum(const Scope& scope, const std::string& expr);

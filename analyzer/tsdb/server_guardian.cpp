@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,11 +17,10 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/child_process.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
-
-extern char** environ;
 
 namespace triage::tsdb {
 
@@ -153,51 +151,16 @@ pid_t start_server_raw(GuardianPlan& p, unsigned port, int* exec_errno) {
     n += a.suffix_len;
     a.out[n] = '\0';
   }
-  int ep[2];
-  if (::pipe2(ep, O_CLOEXEC) != 0) {
-    *exec_errno = errno;
-    return -1;
-  }
-  const pid_t guardian = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    *exec_errno = errno;
-    ::close(ep[0]);
-    ::close(ep[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    // The server dies with its guardian, whatever kills the guardian.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != guardian) ::_exit(127);
-    ::dup2(p.devnull, 0);
-    ::dup2(p.log, 1);
-    ::dup2(p.log, 2);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig)
-      (void)::sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(p.binary, p.argv, environ);
-    const int e = errno;
-    (void)!::write(ep[1], &e, sizeof e);
-    ::_exit(127);
-  }
-  ::close(ep[1]);
-  int e = 0;
-  ssize_t n = 0;
-  do {
-    n = ::read(ep[0], &e, sizeof e);
-  } while (n < 0 && errno == EINTR);
-  ::close(ep[0]);
-  if (n == static_cast<ssize_t>(sizeof e)) {
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    *exec_errno = e;
-    return -1;
-  }
+  ExecPlan exec;
+  exec.path = p.binary;
+  exec.argv = p.argv;
+  exec.stdin_fd = p.devnull;
+  exec.stdout_fd = p.log;
+  exec.stderr_fd = p.log;
+  exec.die_with_parent = true;  // the server dies with its guardian, whatever kills the guardian
+  SpawnFailure failure;
+  const pid_t pid = spawn_raw(exec, &failure);
+  if (pid < 0) *exec_errno = failure.err;
   return pid;
 }
 

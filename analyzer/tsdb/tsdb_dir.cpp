@@ -1,6 +1,5 @@
 #include "analyzer/tsdb/tsdb_dir.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -33,25 +32,13 @@ struct Entry {
 // Entries of a directory, lstat'ed (symlinks are reported as symlinks, never followed).
 std::vector<Entry> list_dir(int dirfd) {
   std::vector<Entry> out;
-  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) throw_errno("dup", errno);
-  DIR* d = ::fdopendir(dup);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(dup);
-    throw_errno("opendir", err);
-  }
-  ::rewinddir(d);
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+  for (DirEntry& e : list_dir_at(dirfd)) {
     Entry en;
-    en.name = name;
-    if (::fstatat(dirfd, name.c_str(), &en.st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // raced away
+    en.name = std::move(e.name);
+    if (::fstatat(dirfd, en.name.c_str(), &en.st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;  // raced away
     out.push_back(std::move(en));
   }
-  ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
   return out;
 }
 

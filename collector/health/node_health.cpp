@@ -104,12 +104,6 @@ bool is_gpu_wchan(const std::string& wchan, const HealthPolicy& policy) {
       [&](const std::string& m) { return !m.empty() && wchan.find(m) != std::string::npos; });
 }
 
-int verdict_rank(const std::string& verdict) {
-  if (verdict == "drain-recommended") return kDrain;
-  if (verdict == "degraded") return kDegraded;
-  return 0;
-}
-
 NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& policy) {
   Findings f;
   Tally resets, ring_timeouts, hung_tasks, correctable, pcie_nonfatal;

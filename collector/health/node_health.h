@@ -49,7 +49,4 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
 // True when `wchan` is one of the policy's GPU driver paths.
 bool is_gpu_wchan(const std::string& wchan, const HealthPolicy& policy);
 
-// "drain-recommended" > "degraded" > "healthy".
-int verdict_rank(const std::string& verdict);
-
 }  // namespace triage::collector

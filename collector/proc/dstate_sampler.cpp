@@ -1,11 +1,11 @@
 #include "collector/proc/dstate_sampler.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <system_error>
 
 #include "common/safe_io.h"
 #include "common/text.h"
@@ -77,18 +77,16 @@ struct Collected {
 
 std::vector<int64_t> list_pids(int dirfd) {
   std::vector<int64_t> pids;
-  const int dup = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dup < 0) return pids;
-  DIR* d = ::fdopendir(dup);
-  if (d == nullptr) {
-    ::close(dup);
+  std::vector<DirEntry> entries;
+  try {
+    entries = list_dir_at(dirfd);
+  } catch (const std::system_error&) {
     return pids;
   }
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    if (auto pid = parse_int(e->d_name)) pids.push_back(*pid);
+  for (const DirEntry& e : entries) {
+    if (e.name[0] < '1' || e.name[0] > '9') continue;
+    if (auto pid = parse_int(e.name)) pids.push_back(*pid);
   }
-  ::closedir(d);
   std::sort(pids.begin(), pids.end());
   return pids;
 }

@@ -1,6 +1,5 @@
 #include "collector/sysfs/hw_counters.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +7,9 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <system_error>
 
+#include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -57,14 +58,12 @@ namespace {
 
 std::vector<std::string> list_dir(const std::string& path) {
   std::vector<std::string> names;
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
+  try {
+    for (DirEntry& e : triage::list_dir(path))
+      names.push_back(std::move(e.name));
+  } catch (const std::system_error&) {
+    // a missing sysfs directory has no counters
   }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
   return names;
 }
 

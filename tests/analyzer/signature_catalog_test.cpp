@@ -1,7 +1,5 @@
 #include "analyzer/signature_catalog.h"
 
-#include <regex.h>
-
 #include <gtest/gtest.h>
 
 #include "test_support.h"
@@ -235,22 +233,6 @@ TEST(SignatureCatalog, ALaterLayerReplacesOrDisablesASection) {
   EXPECT_EQ(cat.find("oom-host")->patterns.size(), 1u);
   for (const auto& h : cat.harmless())
     EXPECT_NE(h.id, "tokenizer-length");
-}
-
-TEST(SignatureCatalog, ExportsEveryPatternAsAValidPosixEre) {
-  EXPECT_EQ(to_posix_ere("Detected \\d+ oom[-_]kill"), "Detected [0-9]+ oom[-_]kill");
-  EXPECT_EQ(to_posix_ere("(?P<host>\\S+): x"), "([^[:space:]]+): x");
-  EXPECT_EQ(to_posix_ere("(?i)ab"), "[Aa][Bb]");
-  EXPECT_EQ(to_posix_ere("x(?i:er)y"), "x([Ee][Rr])y");
-  for (const auto& c : test::shipped_catalog().classes()) {
-    for (const auto& p : c.patterns) {
-      const auto ere = to_posix_ere(p.source);
-      ASSERT_TRUE(ere) << p.source;
-      regex_t re;
-      EXPECT_EQ(regcomp(&re, ere->c_str(), REG_EXTENDED | REG_NOSUB), 0) << *ere;
-      regfree(&re);
-    }
-  }
 }
 
 }  // namespace

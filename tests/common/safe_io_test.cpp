@@ -1,5 +1,6 @@
 #include "common/safe_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,41 @@ TEST_F(SafeIo, ReadLimitReportsTruncation) {
   bool truncated = false;
   EXPECT_EQ(read_fd_limited(f.get(), 10, &truncated).size(), 10u);
   EXPECT_TRUE(truncated);
+}
+
+TEST_F(SafeIo, ListsADirectorySortedWithoutDotEntriesAndKeepsTheCallersOffset) {
+  std::ofstream(dir_ / "b") << "";
+  std::filesystem::create_directory(dir_ / "a");
+  std::filesystem::create_symlink("b", dir_ / "c");
+  UniqueFd d = open_dir(dir_.string());
+  const auto entries = list_dir_at(d.get());
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].name, "a");
+  EXPECT_EQ(entries[0].type, DT_DIR);
+  EXPECT_EQ(entries[1].name, "b");
+  EXPECT_EQ(entries[2].name, "c");
+  EXPECT_EQ(entries[2].type, DT_LNK);
+  EXPECT_EQ(list_dir_at(d.get()).size(), 3u) << "a second listing through the same fd sees all";
+}
+
+TEST_F(SafeIo, ListingStopsAtTheCapAndSaysSo) {
+  for (int i = 0; i < 10; ++i)
+    std::ofstream(dir_ / ("f" + std::to_string(i))) << "";
+  bool capped = false;
+  EXPECT_EQ(list_dir(dir_.string(), 12, &capped).size(), 10u);  // 10 files plus . and ..
+  EXPECT_FALSE(capped);
+  EXPECT_LT(list_dir(dir_.string(), 5, &capped).size(), 5u);
+  EXPECT_TRUE(capped);
+}
+
+TEST_F(SafeIo, ListingAMissingDirectoryNamesIt) {
+  try {
+    (void)list_dir((dir_ / "missing").string());
+    FAIL() << "expected an error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("list " + (dir_ / "missing").string()), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,212 @@
+#include "common/child_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <system_error>
+
+#include "common/time_util.h"
+
+namespace triage {
+namespace {
+
+using std::chrono::milliseconds;
+
+ChildSpec shell(const std::string& script) {
+  ChildSpec s;
+  s.argv = {"/bin/sh", "-c", script};
+  return s;
+}
+
+// Killed: no longer running (a zombie waits for a reaper that may not be this test's process).
+bool dead(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && line.substr(close + 2, 1) == "Z";
+}
+
+ChildLimits within(milliseconds timeout) {
+  ChildLimits l;
+  l.timeout = timeout;
+  return l;
+}
+
+TEST(RunChild, CapturesStdoutAndStderrSeparatelyAndReportsTheExitStatus) {
+  const ChildResult r = run_child(shell("echo out; echo err >&2; exit 3"), within(milliseconds(5000)));
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  ASSERT_TRUE(WIFEXITED(r.wait_status));
+  EXPECT_EQ(WEXITSTATUS(r.wait_status), 3);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_FALSE(r.exited_ok());
+}
+
+TEST(RunChild, ReportsTheSignalThatEndedTheChild) {
+  const ChildResult r = run_child(shell("kill -SEGV $$"), within(milliseconds(5000)));
+  ASSERT_TRUE(WIFSIGNALED(r.wait_status));
+  EXPECT_EQ(WTERMSIG(r.wait_status), SIGSEGV);
+}
+
+TEST(RunChild, FeedsStdinFromTheBufferAndGivesDevNullOtherwise) {
+  ChildSpec fed = shell("cat");
+  fed.stdin_data = std::string(200000, 'x');  // more than a pipe holds
+  const ChildResult r = run_child(fed, within(milliseconds(5000)));
+  EXPECT_EQ(r.out.size(), 200000u);
+  EXPECT_TRUE(r.exited_ok());
+
+  const ChildResult empty = run_child(shell("cat"), within(milliseconds(5000)));
+  EXPECT_EQ(empty.out, "");
+  EXPECT_TRUE(empty.exited_ok());
+}
+
+TEST(RunChild, KeepsOutputWithinTheCapAndStillLetsTheChildFinish) {
+  ChildLimits l = within(milliseconds(10000));
+  l.stdout_max = 1000;
+  const ChildResult r = run_child(shell("head -c 300000 /dev/zero; echo done >&2"), l);
+  EXPECT_EQ(r.out.size(), 1000u);
+  EXPECT_TRUE(r.out_truncated);
+  EXPECT_EQ(r.err, "done\n") << "the child was not blocked on a full pipe";
+  EXPECT_TRUE(r.exited_ok());
+}
+
+TEST(RunChild, KillsTheChildAndItsGroupAtTheDeadline) {
+  ChildSpec s = shell("sleep 30 & echo $!; wait");
+  s.own_process_group = true;
+  const int64_t before = monotonic_usec();
+  const ChildResult r = run_child(s, within(milliseconds(300)));
+  EXPECT_LT(monotonic_usec() - before, 5'000'000);
+  EXPECT_TRUE(r.timed_out);
+  ASSERT_TRUE(WIFSIGNALED(r.wait_status));
+  EXPECT_EQ(WTERMSIG(r.wait_status), SIGKILL);
+  const pid_t grandchild = static_cast<pid_t>(std::stol(r.out));
+  // The background sleep was in the group: killed too.
+  for (int i = 0; i < 100 && !dead(grandchild); ++i)
+    ::usleep(10000);
+  EXPECT_TRUE(dead(grandchild));
+}
+
+TEST(RunChild, MergesStderrIntoStdoutWhenAsked) {
+  ChildSpec s = shell("echo one; echo two >&2");
+  s.stderr_to = ChildOutput::kStdout;
+  const ChildResult r = run_child(s, within(milliseconds(5000)));
+  EXPECT_EQ(r.out, "one\ntwo\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(RunChild, PassesOnlyTheGivenEnvironmentAndWorkingDirectory) {
+  ChildSpec s = shell("echo \"$ONLY:$HOME:$(pwd)\"");
+  s.env = std::vector<std::string>{"ONLY=yes"};
+  s.working_dir = "/";
+  const ChildResult r = run_child(s, within(milliseconds(5000)));
+  EXPECT_EQ(r.out, "yes::/\n");
+}
+
+TEST(RunChild, ClosesEveryDescriptorButTheStandardOnes) {
+  const int leaked = ::dup(0);  // not O_CLOEXEC on purpose
+  const ChildResult r =
+      run_child(shell("ls /proc/self/fd | wc -l"), within(milliseconds(5000)));
+  ::close(leaked);
+  // 0, 1, 2 and the one ls opens to read the directory.
+  EXPECT_EQ(r.out, "4\n");
+}
+
+TEST(RunChild, AMissingExecutableIsAnErrorNamingItAndTheReason) {
+  ChildSpec s;
+  s.argv = {"/nonexistent/program"};
+  try {
+    (void)run_child(s, within(milliseconds(5000)));
+    FAIL() << "expected an error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("exec /nonexistent/program"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RunChild, AMissingWorkingDirectoryIsReportedAsTheChdirThatFailed) {
+  ChildSpec s = shell("true");
+  s.working_dir = "/nonexistent/dir";
+  EXPECT_THROW((void)run_child(s, within(milliseconds(5000))), std::system_error);
+}
+
+TEST(RunChild, DropsToTheGivenIdentityBeforeExec) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  ChildSpec s = shell("id -u; id -g; id -G");
+  s.run_as = Identity{65534, 65534, {65534}, "nobody"};
+  const ChildResult r = run_child(s, within(milliseconds(5000)));
+  EXPECT_EQ(r.out, "65534\n65534\n65534\n");
+}
+
+TEST(RunChild, AFailedPrivilegeDropIsReportedNotRunAsTheCaller) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root can change uid";
+  ChildSpec s = shell("echo ran");
+  s.run_as = Identity{::geteuid() + 1, ::getegid(), {}, "someone"};
+  try {
+    (void)run_child(s, within(milliseconds(5000)));
+    FAIL() << "expected an error";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find("dropping privileges to uid"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ChildProcess, WaitsWithATimeoutAndTerminatesALongRunningChild) {
+  ChildSpec s = shell("exec sleep 30");
+  s.stdout_to = ChildOutput::kNull;
+  s.stderr_to = ChildOutput::kNull;
+  ChildProcess server = ChildProcess::spawn(s);
+  EXPECT_GT(server.pid(), 0);
+  EXPECT_FALSE(server.wait_for(milliseconds(50)).has_value());
+  EXPECT_FALSE(server.try_wait().has_value());
+  const int st = server.terminate(milliseconds(2000));
+  ASSERT_TRUE(WIFSIGNALED(st));
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
+}
+
+TEST(ChildProcess, SigkillsAChildThatIgnoresSigtermAfterTheGrace) {
+  ChildSpec s = shell("trap '' TERM; echo ready; while :; do sleep 1; done");
+  ChildProcess stubborn = ChildProcess::spawn(s);
+  char c = 0;
+  ASSERT_EQ(::read(stubborn.out().get(), &c, 1), 1);  // the trap is in place
+  const int st = stubborn.terminate(milliseconds(200));
+  ASSERT_TRUE(WIFSIGNALED(st));
+  EXPECT_EQ(WTERMSIG(st), SIGKILL);
+}
+
+TEST(ChildProcess, ForkCallRunsTheFunctionAndReturnsItsStatus) {
+  ChildSpec s;
+  s.stdout_to = ChildOutput::kCapture;
+  s.stderr_to = ChildOutput::kNull;
+  ChildProcess c = ChildProcess::fork_call(s, [] {
+    (void)!::write(1, "hi", 2);
+    return 7;
+  });
+  std::string out;
+  bool truncated = false;
+  while (read_available(c.out().get(), out, 100, truncated)) {
+  }
+  const int st = c.wait();
+  EXPECT_EQ(out, "hi");
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+}
+
+TEST(ChildProcess, ADestroyedChildIsKilledAndReaped) {
+  pid_t pid = -1;
+  {
+    ChildSpec s = shell("exec sleep 30");
+    ChildProcess c = ChildProcess::spawn(s);
+    pid = c.pid();
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "neither running nor a zombie";
+}
+
+}  // namespace
+}  // namespace triage
