@@ -1,3 +1,5 @@
+// Decides which class found is the job's primary failure and which of its lines are the evidence
+// (contracts in primary_failure.h); the ranking itself is failure_ranking.cpp.
 #include "analyzer/primary_failure.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Decides the job's status and why (contracts in status_decision.h): the JOB SUMMARY first, then
+// Slurm's cancellation lines in the log, Slurm's state, and last the log alone.
 #include "analyzer/status_decision.h"
 
 #include "analyzer/node_evidence.h"
