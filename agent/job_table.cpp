@@ -146,7 +146,8 @@ void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& recor
   for (const nlohmann::json& rec : records) {
     const auto r = rec.find("r");
     if (r == rec.end() || !r->is_string()) continue;
-    if (*r == "msg" && rec.contains("m")) {
+    const auto& kind = r->get_ref<const std::string&>();
+    if (kind == "msg" && rec.contains("m")) {
       try {
         LifecycleMessage m = parse_lifecycle(rec.at("m"));
         if (m.job_id != job_id) continue;
@@ -155,7 +156,7 @@ void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& recor
       } catch (const std::exception&) {
         // A record that no longer validates is skipped; the rest of the job still counts.
       }
-    } else if (*r == "analysis") {
+    } else if (kind == "analysis") {
       set_analysis(job_id, rec);
     }
   }

@@ -209,20 +209,23 @@ bool Spool::append_line_block(int dirfd, const std::string& name, UniqueFd* keep
     return false;
   }
   created = st.st_size == 0;
-  try {
-    write_all(fd, block);
-  } catch (const std::system_error& e) {
-    // Roll back to the last complete line so the file never holds half a record.
-    const int err = e.code().value();
+  // Roll back to the last complete line so the file never holds half a record.
+  const auto roll_back = [&] {
     if (::ftruncate(fd, st.st_size) != 0) {
       spdlog::error("spool: cannot roll back {}: {}", name, std::strerror(errno));
     }
+  };
+  try {
+    write_all(fd, block);
+  } catch (const std::system_error& e) {
+    const int err = e.code().value();
+    roll_back();
     fail("write " + name, err);
     return false;
   }
   if (::fdatasync(fd) != 0) {
     const int err = errno;
-    (void)::ftruncate(fd, st.st_size);
+    roll_back();
     fail("fsync " + name, err);
     return false;
   }

@@ -30,7 +30,7 @@ std::string describe_peer(const sockaddr_storage& ss) {
     sockaddr_in6 sin6{};
     std::memcpy(&sin6, &ss, sizeof sin6);
     ::inet_ntop(AF_INET6, &sin6.sin6_addr, buf, sizeof buf);
-    return "[" + std::string(buf) + "]:" + std::to_string(ntohs(sin6.sin6_port));
+    return std::string("[").append(buf).append("]:").append(std::to_string(ntohs(sin6.sin6_port)));
   }
   return "local";
 }

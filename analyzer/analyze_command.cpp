@@ -596,7 +596,8 @@ int run_analyze(int argc, char** argv) {
     progress_bar(jobs.size(), jobs.size(), "");
     (void)std::fprintf(stderr, "\n");
   }
-  if (!o.quiet) print_summary(rows, o, skipped);
+  // Nothing to summarise (every argument was missing): the errors on stderr are the whole answer.
+  if (!o.quiet && !(rows.empty() && skipped.empty())) print_summary(rows, o, skipped);
   return worst;
 }
 

@@ -30,7 +30,7 @@ std::string ranks_text(const std::vector<int64_t>& ranks) {
       ++j;
     if (!out.empty()) out += ", ";
     out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
+    if (j > i) out.append("-").append(std::to_string(ranks[j]));
     i = j + 1;
     if (out.size() > 200) {
       out += ", ...";

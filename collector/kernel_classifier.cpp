@@ -195,7 +195,7 @@ struct KernelClassifier::Impl {
     }
     r.rule = ri;
     r.id = event_id_for(rec);
-    if (piece > 0) r.id += "/" + std::to_string(piece);
+    if (piece > 0) r.id.append("/").append(std::to_string(piece));
     r.boot_id = rec.boot_id;
     r.host = rec.host;
     r.kernel_device = rec.kernel_device;

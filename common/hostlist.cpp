@@ -164,7 +164,7 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
         ++j;
       if (i > 0) out += ",";
       out += fmt(g.nums[i]);
-      if (j > i) out += "-" + fmt(g.nums[j]);
+      if (j > i) out.append("-").append(fmt(g.nums[j]));
       i = j + 1;
     }
     out += "]";

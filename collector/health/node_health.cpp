@@ -72,7 +72,7 @@ struct Tally {
 std::string describe(const KernelEvent& e) {
   if (!e.summary.empty()) return e.summary;
   std::string s = e.kind;
-  if (e.code) s += " " + std::to_string(*e.code);
+  if (e.code) s.append(" ").append(std::to_string(*e.code));
   if (!e.block.empty()) s += " in " + e.block;
   if (!e.device.empty()) s += " on " + e.device;
   return s;

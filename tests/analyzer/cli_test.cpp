@@ -59,6 +59,15 @@ TEST(Cli, AMissingInputExitsWith3) {
   EXPECT_NE(r.err.find("no such log file"), std::string::npos);
 }
 
+TEST(Cli, AMissingInputPrintsOnlyItsErrorAndNoEmptySummary) {
+  for (const char* format : {"md", "json"}) {
+    const auto r = run_cli(args({"--format", format, "/nonexistent/outputs/1-x"}));
+    EXPECT_EQ(r.exit_code, 3) << format;
+    EXPECT_NE(r.err.find("no such log file"), std::string::npos) << format;
+    EXPECT_EQ(r.out, "") << format;
+  }
+}
+
 TEST(Cli, AFailedJobExitsWith1AndACompletedOneWith0) {
   Copy failed("oom-gpu");
   const auto r = run_cli(args({(failed / "outputs/9121-llama3-70b").string()}));

@@ -2,13 +2,16 @@
 # The .deb, built from this build tree with CPack: its contents, control files and maintainer
 # scripts, dependencies that resolve on this Debian, and a real install, remove and purge with
 # dpkg into a scratch root (--force-script-chrootless, so the scripts run with DPKG_ROOT set and
-# nothing outside the scratch root is touched).
-#   deb_package_test.sh SOURCE_DIR BUILD_DIR EXPECT_AGENT(0|1)
+# nothing outside the scratch root is touched). With EXPECT_HARDENED=1 (a tree built with the
+# distribution's flags: packaging/build-deb, scripts/build --release), also that every packaged
+# program is hardened.
+#   deb_package_test.sh SOURCE_DIR BUILD_DIR EXPECT_AGENT(0|1) [EXPECT_HARDENED(0|1)]
 set -euo pipefail
 
 src="$1"
 build="$2"
 expect_agent="$3"
+expect_hardened="${4:-0}"
 work="$(mktemp -d /tmp/triage-deb-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -52,6 +55,36 @@ dpkg-deb -x "$deb" "$work/x"
 if nm -D "$work/x$plugin_path" | grep -qi asan; then fail "the packaged plugin is sanitized"; fi
 needed="$(readelf -d "$work/x$plugin_path" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
 [[ "$needed" == "libc.so.6 " ]] || fail "the packaged plugin needs: $needed"
+
+# --- hardening ------------------------------------------------------------------------------
+# What hardening-check (devscripts) reports, read with readelf: position-independent executables,
+# full RELRO (a read-only GOT after relocation: GNU_RELRO and BIND_NOW), the stack protector
+# (__stack_chk_fail) and _FORTIFY_SOURCE (the checked __*_chk variants of libc functions).
+hardening_of() {
+  local name=$1 f=$2
+  readelf -lW "$f" >"$work/phdrs"
+  readelf -dW "$f" >"$work/dynamic"
+  readelf --dyn-syms -W "$f" | awk '{print $8}' | sed 's/@.*//' >"$work/syms"
+  if [[ $name != *.so ]]; then
+    grep -qE '\(FLAGS_1\).*\bPIE\b' "$work/dynamic" || fail "$name is not a PIE"
+  fi
+  grep -qw GNU_RELRO "$work/phdrs" || fail "$name has no RELRO segment"
+  grep -qE '\(BIND_NOW\)|\(FLAGS\).*\bBIND_NOW\b|\(FLAGS_1\).*\bNOW\b' "$work/dynamic" ||
+    fail "$name is not linked with BIND_NOW (-z now): its RELRO is partial"
+  grep -qx __stack_chk_fail "$work/syms" || fail "$name has no stack protector"
+  grep -qE '^__[a-z0-9_]+_chk$' "$work/syms" || fail "$name calls no _FORTIFY_SOURCE checked function"
+}
+if [[ "$expect_hardened" == 1 ]]; then
+  programs=(/usr/bin/slurm-triage "$plugin_path")
+  if [[ "$expect_agent" == 1 ]]; then programs+=(/usr/sbin/slurm-triage-agent); fi
+  before=$failures
+  for p in "${programs[@]}"; do hardening_of "$p" "$work/x$p"; done
+  if ((failures == before)); then
+    pass "hardened (PIE, full RELRO, stack protector, _FORTIFY_SOURCE): ${programs[*]}"
+  fi
+else
+  echo "skipped: hardening (this tree was not built with the distribution's flags)"
+fi
 
 # --- control files and maintainer scripts -----------------------------------------------------
 dpkg-deb -e "$deb" "$work/control"
