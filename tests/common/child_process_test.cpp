@@ -39,7 +39,8 @@ ChildLimits within(milliseconds timeout) {
 }
 
 TEST(RunChild, CapturesStdoutAndStderrSeparatelyAndReportsTheExitStatus) {
-  const ChildResult r = run_child(shell("echo out; echo err >&2; exit 3"), within(milliseconds(5000)));
+  const ChildResult r =
+      run_child(shell("echo out; echo err >&2; exit 3"), within(milliseconds(5000)));
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "err\n");
   ASSERT_TRUE(WIFEXITED(r.wait_status));
@@ -110,8 +111,7 @@ TEST(RunChild, PassesOnlyTheGivenEnvironmentAndWorkingDirectory) {
 
 TEST(RunChild, ClosesEveryDescriptorButTheStandardOnes) {
   const int leaked = ::dup(0);  // not O_CLOEXEC on purpose
-  const ChildResult r =
-      run_child(shell("ls /proc/self/fd | wc -l"), within(milliseconds(5000)));
+  const ChildResult r = run_child(shell("ls /proc/self/fd | wc -l"), within(milliseconds(5000)));
   ::close(leaked);
   // 0, 1, 2 and the one ls opens to read the directory.
   EXPECT_EQ(r.out, "4\n");
