@@ -291,11 +291,10 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
   }
   // Full mode hands the triage to the TSDB playbooks; basic mode never starts a prometheus.
   AnalysisOptions analysis = o.analysis;
-  std::optional<tsdb::TsdbResult> metrics;
   if (analysis.mode == "full") {
     analysis.tsdb_hook = [&](Triage& tr, int /*job_dir_fd: the playbooks copy by path*/) {
-      metrics = tsdb::run_tsdb_analysis(tsdb_request_for(tr, plan.catalog(), evidence, o.tsdb));
-      attach_tsdb_result(tr, *metrics, "");
+      attach_tsdb_result(
+          tr, tsdb::run_tsdb_analysis(tsdb_request_for(tr, plan.catalog(), evidence, o.tsdb)));
     };
   }
   JobReport rep = analyze_job(target, plan, evidence, analysis);
@@ -331,13 +330,13 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
     }
   }
   // The timeline goes first, so that the report never links a picture that is not there.
-  if (where && metrics && metrics->available) {
-    const std::string svg = tsdb::render_svg_timeline(*metrics);
+  if (where && t.tsdb && t.tsdb->available) {
+    const std::string svg = tsdb::render_svg_timeline(*t.tsdb);
     if (!svg.empty()) {
       const std::string name = timeline_name_for(where->md_name);
       try {
         write_beside_report(*where, name, svg, report_mode_for(rep.log_mode));
-        attach_tsdb_result(t, *metrics, name);
+        t.tsdb_timeline_svg = name;
       } catch (const std::exception& e) {
         t.notes.push_back("Could not write the TSDB timeline " + name + ": " + e.what() + ".");
       }

@@ -23,7 +23,7 @@ struct AnalysisOptions {
   StallPolicy stall;
   int squeue_timeout_ms = 3000;
   // Called after the diagnosis with the job directory open (-1 when there is none): the place where
-  // the TSDB playbooks fill Triage::tsdb and Triage::tsdb_markdown.
+  // the TSDB playbooks fill Triage::tsdb.
   std::function<void(Triage&, int job_dir_fd)> tsdb_hook;
 };
 

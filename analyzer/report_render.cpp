@@ -239,6 +239,32 @@ void progress_markdown(const Triage& t, std::string& md) {
   md += "\n";
 }
 
+// A file name as a Markdown link target: a log called "run (2).log" gives a report and a timeline
+// with a space and parentheses in their names, which would end the link early.
+std::string link_target(const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '.' ||
+        c == '-' || c == '_') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+// The playbooks build an ordinary (key-sorted) json value; keep its content and order, in ours.
+json tsdb_json(const tsdb::TsdbResult& result, const std::string& timeline_svg) {
+  nlohmann::json j = result.to_json();
+  j["timeline_svg"] = timeline_svg.empty() ? nlohmann::json(nullptr) : nlohmann::json(timeline_svg);
+  return json::parse(j.dump());
+}
+
 }  // namespace
 
 std::string md_prose(std::string_view s) {
@@ -349,7 +375,7 @@ std::string render_markdown(const Triage& t) {
 
   progress_markdown(t, md);
 
-  if (!t.tsdb_markdown.empty()) md += t.tsdb_markdown + "\n";
+  if (t.tsdb) md += t.tsdb->render_markdown({link_target(t.tsdb_timeline_svg), 3}) + "\n";
 
   if (t.heartbeat.present) {
     md += "### Heartbeat timeout checklist\n\n";
@@ -518,8 +544,7 @@ json triage_to_json(const Triage& t) {
                {"stopped_early", t.scan.stopped_early},
                {"harmless_lines", t.scan.harmless_lines},
                {"extra_sources", t.scan.extra_sources}};
-  // The playbooks build an ordinary json value; keep its content, in our key order.
-  j["tsdb"] = t.tsdb.is_null() ? json(nullptr) : json::parse(t.tsdb.dump());
+  j["tsdb"] = t.tsdb ? tsdb_json(*t.tsdb, t.tsdb_timeline_svg) : json(nullptr);
   return j;
 }
 

@@ -1,6 +1,6 @@
-// The triage of one job: what triage.md and triage.json are rendered from. Other parts of the
-// analysis (the TSDB playbooks) add their own section through `tsdb` / `tsdb_markdown` without
-// touching the rest.
+// The triage of one job: what triage.md and triage.json are rendered from. It holds data, never
+// pre-rendered text: other parts of the analysis (the TSDB playbooks) add their result through
+// `tsdb` without touching the rest, and report_render.cpp renders every section.
 #pragma once
 
 #include <cstdint>
@@ -9,11 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "analyzer/finding.h"
 #include "analyzer/job_identity.h"
 #include "analyzer/log_reader.h"
+#include "analyzer/tsdb/tsdb.h"
 
 namespace triage {
 
@@ -162,9 +161,9 @@ struct Triage : JobIdentity {
   ScanStats scan;
   std::vector<LineCopy> last_lines;  // the end of the log, for deaths without a summary
 
-  // Filled by the TSDB playbooks when they run (null otherwise).
-  nlohmann::json tsdb = nullptr;
-  std::string tsdb_markdown;  // a complete "### ..." section, already escaped
+  // The TSDB playbooks' result, when they ran (full mode).
+  std::optional<tsdb::TsdbResult> tsdb;
+  std::string tsdb_timeline_svg;  // the timeline's file name beside the report, once written
 };
 
 }  // namespace triage

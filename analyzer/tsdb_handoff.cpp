@@ -1,6 +1,7 @@
 #include "analyzer/tsdb_handoff.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "analyzer/triage_report.h"
 #include "common/kv_config.h"
@@ -37,25 +38,6 @@ std::optional<double> failure_time(const Triage& t, const SignatureCatalog& cata
     }
   }
   return seconds(t.summary.finished_usec);
-}
-
-// A file name as a Markdown link target: a log called "run (2).log" gives a report and a timeline
-// with a space and parentheses in their names, which would end the link early.
-std::string link_target(const std::string& name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '.' ||
-        c == '-' || c == '_') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -148,20 +130,17 @@ std::vector<InputError> apply_site_tsdb_config(const std::string& path, bool cli
   return {};
 }
 
-void attach_tsdb_result(Triage& t, const tsdb::TsdbResult& result, const std::string& svg_name) {
-  t.tsdb = result.to_json();
-  t.tsdb["timeline_svg"] = svg_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(svg_name);
-  t.tsdb_markdown = result.render_markdown({link_target(svg_name), 3});
-
-  if (!result.available) {
-    std::string why = result.notes.empty() ? "no metrics source answered" : result.notes.front();
+void attach_tsdb_result(Triage& t, tsdb::TsdbResult result) {
+  const tsdb::TsdbResult& r = t.tsdb.emplace(std::move(result));
+  if (!r.available) {
+    std::string why = r.notes.empty() ? "no metrics source answered" : r.notes.front();
     add_unique(t.notes, "Full mode: the TSDB playbooks could not read this job's metrics (" + why +
                             "); the report rests on the log and the nodes' kernels.");
     return;
   }
   // Hardware verdicts from counters: from an admin-run cluster Prometheus they justify a drain;
   // from the job's own (user-writable) TSDB they are a lead to confirm with the node's kernel log.
-  for (const auto& v : result.hardware) {
+  for (const auto& v : r.hardware) {
     if (v.action != "drain") continue;
     std::string rec = v.source_trusted
                           ? "Drain " + v.host + " (" + v.component + ": " + v.reason +

@@ -1,7 +1,7 @@
 // Full mode's hand-off from the log triage to the TSDB playbooks (analyzer/tsdb/): what the log and
 // the node evidence established becomes a TsdbRequest (class, failure moment, last step, accused
-// hosts, the job's window and nodes), and the TsdbResult comes back as triage.json's `tsdb`, the
-// TSDB section of triage.md, and recommendations for the hardware verdicts.
+// hosts, the job's window and nodes), and the TsdbResult comes back into the triage, as data the
+// report renders, with notes and recommendations for the hardware verdicts.
 #pragma once
 
 #include <optional>
@@ -38,11 +38,9 @@ std::vector<InputError> apply_site_tsdb_config(const std::string& path, bool cli
 tsdb::TsdbRequest tsdb_request_for(const Triage& t, const SignatureCatalog& catalog,
                                    const Evidence* evidence, const TsdbHandoffOptions& options);
 
-// Fills t.tsdb and t.tsdb_markdown from `result` (linking `svg_name`, relative to the report, when
-// it is not empty) and adds the metrics' hardware verdicts to the recommendations. Call again with
-// the SVG name once the timeline is written: the section is replaced, recommendations are not
-// added twice.
-void attach_tsdb_result(Triage& t, const tsdb::TsdbResult& result, const std::string& svg_name);
+// Stores `result` in t.tsdb (the report renders it) and adds what it means for the job's reader: a
+// note when no metrics could be read, the hardware verdicts as recommendations.
+void attach_tsdb_result(Triage& t, tsdb::TsdbResult result);
 
 // The timeline's file name beside a report: "triage.md" -> "triage-timeline.svg",
 // "triage-4242.md" -> "triage-4242-timeline.svg".

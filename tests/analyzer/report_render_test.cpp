@@ -72,12 +72,11 @@ TEST(ReportRender, JsonKeepsTextVerbatimAndRepairsInvalidUtf8) {
 
 TEST(ReportRender, ATsdbSectionGoesAfterTheProgressProjection) {
   Triage t = hostile();
-  t.tsdb = {{"playbook", "hang"}, {"findings", nlohmann::json::array()}};
-  t.tsdb_markdown = "### TSDB diagnosis\n\nGPU utilisation 100% at idle power.\n";
+  t.tsdb.emplace().analysis_type = "hang";
   const std::string md = render_markdown(t);
-  EXPECT_LT(md.find("### Training progress projection"), md.find("### TSDB diagnosis"));
-  EXPECT_LT(md.find("### TSDB diagnosis"), md.find("### Additional findings"));
-  EXPECT_EQ(nlohmann::json::parse(render_json(t)).at("tsdb").at("playbook"), "hang");
+  EXPECT_LT(md.find("### Training progress projection"), md.find("### TSDB Diagnosis"));
+  EXPECT_LT(md.find("### TSDB Diagnosis"), md.find("### Additional findings"));
+  EXPECT_EQ(nlohmann::json::parse(render_json(t)).at("tsdb").at("analysis_type"), "hang");
 }
 
 }  // namespace

@@ -128,16 +128,16 @@ TEST(TsdbHandoff, UnreadableMetricsAreANoteAndTheSectionClaimsNothing) {
   tsdb::TsdbResult res;
   res.job_dir = t.job_dir;
   res.notes.push_back("no prometheus binary (prometheus) in $PATH");
-  attach_tsdb_result(t, res, "");
-  attach_tsdb_result(t, res, "");  // attaching again adds nothing twice
-  EXPECT_EQ(t.tsdb.at("available"), false);
-  EXPECT_TRUE(t.tsdb.at("timeline_svg").is_null());
+  attach_tsdb_result(t, res);
+  const auto js = nlohmann::json::parse(render_json(t));
+  EXPECT_EQ(js.at("tsdb").at("available"), false);
+  EXPECT_TRUE(js.at("tsdb").at("timeline_svg").is_null());
   ASSERT_EQ(t.notes.size(), 1u);
   EXPECT_NE(t.notes[0].find("no prometheus binary"), std::string::npos);
-  EXPECT_NE(t.tsdb_markdown.find("### TSDB Diagnosis"), std::string::npos);
-  EXPECT_NE(t.tsdb_markdown.find("No metrics could be read"), std::string::npos);
-  EXPECT_EQ(t.tsdb_markdown.find("Anomalies detected"), std::string::npos);
-  EXPECT_NE(render_markdown(t).find("No metrics could be read"), std::string::npos);
+  const std::string md = render_markdown(t);
+  EXPECT_NE(md.find("### TSDB Diagnosis"), std::string::npos);
+  EXPECT_NE(md.find("No metrics could be read"), std::string::npos);
+  EXPECT_EQ(md.find("Anomalies detected"), std::string::npos);
 }
 
 TEST(TsdbHandoff, AHardwareFaultIsADrainFromTheClusterAndACheckFromTheJobsOwnTsdb) {
@@ -151,14 +151,16 @@ TEST(TsdbHandoff, AHardwareFaultIsADrainFromTheClusterAndACheckFromTheJobsOwnTsd
   v.action = "drain";
   v.reason = "2 uncorrectable ECC errors";
   res.hardware.push_back(v);
-  attach_tsdb_result(t, res, "triage-timeline.svg");
+  attach_tsdb_result(t, res);
   ASSERT_EQ(t.recommendations.size(), 1u);
   EXPECT_EQ(t.recommendations[0].rfind("Check node002", 0), 0u) << t.recommendations[0];
-  EXPECT_EQ(t.tsdb.at("timeline_svg"), "triage-timeline.svg");
+  t.tsdb_timeline_svg = "triage-timeline.svg";
+  EXPECT_EQ(nlohmann::json::parse(render_json(t)).at("tsdb").at("timeline_svg"),
+            "triage-timeline.svg");
 
   Triage c = heartbeat_job();
   res.hardware[0].source_trusted = true;
-  attach_tsdb_result(c, res, "");
+  attach_tsdb_result(c, res);
   ASSERT_EQ(c.recommendations.size(), 1u);
   EXPECT_EQ(c.recommendations[0].rfind("Drain node002", 0), 0u) << c.recommendations[0];
 }
@@ -170,9 +172,10 @@ TEST(TsdbHandoff, TheTimelineIsNamedAfterTheReportAndLinkedSafely) {
   tsdb::TsdbResult res;
   res.available = true;
   res.timeline.steps = {{1763720000, 1}, {1763720100, 2}};
-  attach_tsdb_result(t, res, "triage-run (2)-timeline.svg");
-  EXPECT_NE(t.tsdb_markdown.find("](triage-run%20%282%29-timeline.svg)"), std::string::npos)
-      << t.tsdb_markdown;
+  attach_tsdb_result(t, res);
+  t.tsdb_timeline_svg = "triage-run (2)-timeline.svg";
+  const std::string md = render_markdown(t);
+  EXPECT_NE(md.find("](triage-run%20%282%29-timeline.svg)"), std::string::npos) << md;
 }
 
 // The site's triage.conf is the agent's file: full mode takes only the metrics keys from it.
