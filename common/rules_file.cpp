@@ -125,8 +125,8 @@ RulesLoad parse_rules_text(std::string_view text, const std::string& file) {
           out.errors.emplace_back(file, lineno, "bad key '" + printable(key) + "'");
           last_entry = nullptr;
         } else if (current == nullptr) {
-          out.errors.emplace_back(file, lineno,
-                                  "'" + std::string(key) + "' is outside any [section]");
+          out.errors.emplace_back(
+              file, lineno, std::string("'").append(key).append("' is outside any [section]"));
           last_entry = nullptr;
         } else {
           current->entries.push_back(RuleEntry{std::string(key), std::string(value), lineno});

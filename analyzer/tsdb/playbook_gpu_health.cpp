@@ -57,7 +57,7 @@ GpuHealthMetrics gather_gpu_health(Context& ctx, std::vector<QueryRecord>* ev) {
   m.end = d.end;
   if (ctx.req.last_step_time && *ctx.req.last_step_time > d.start + 4 * d.scrape_s)
     m.end = std::min(m.end, *ctx.req.last_step_time);
-  const std::string w = "[" + dur(m.end - d.start) + "]";
+  const std::string w = range_window(m.end - d.start);
   auto stats = [&](const std::string& metric, const std::string& extra) {
     std::map<std::string, GpuStat> out;
     if (!d.has(metric)) return out;

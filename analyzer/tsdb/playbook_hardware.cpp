@@ -38,7 +38,9 @@ void gather_counters(Context& ctx, HardwareMetrics& m, std::vector<QueryRecord>*
         std::string extra;
         for (const char* k : {"gpu", "device", "port"}) {
           auto it = s.labels.find(k);
-          if (it != s.labels.end()) extra += (extra.empty() ? "" : ",") + label_eq(k, it->second);
+          if (it == s.labels.end()) continue;
+          if (!extra.empty()) extra += ',';
+          extra += label_eq(k, it->second);
         }
         // The first series' first point, as the report has always shown it.
         for (const auto& rs :
@@ -62,13 +64,13 @@ void gather_counters(Context& ctx, HardwareMetrics& m, std::vector<QueryRecord>*
 void gather_scrape_health(Context& ctx, HardwareMetrics& m, std::vector<QueryRecord>* ev) {
   const auto& d = ctx.disc;
   const auto& mt = ctx.th.monitoring;
-  const std::string w = "[" + dur(d.end - d.start) + "]";
+  const std::string w = range_window(d.end - d.start);
   auto per_host = [&](const std::string& agg, const std::string& expr) {
     return by_host(ctx.scope, ctx.q.instant(by_host_agg(ctx.scope, agg, expr), d.end, ev));
   };
   if (d.has("hw_scrape_duration_seconds")) {
     const std::string x = ctx.scope.sel("hw_scrape_duration_seconds");
-    const std::string sub = "[" + dur(d.end - d.start) + ":" + dur(d.scrape_s) + "]";
+    const std::string sub = subquery_window(d.end - d.start, d.scrape_s);
     m.slow_fraction = per_host(
         "max", "avg_over_time((" + x + " > bool " + fmt(mt.scrape_slow_s, 1) + ")" + sub + ")");
     m.fast_fraction = per_host(
@@ -88,7 +90,7 @@ void gather_scrape_health(Context& ctx, HardwareMetrics& m, std::vector<QueryRec
 // RDMA links that went down, and GPUs above the throttling temperature.
 void gather_links_and_heat(Context& ctx, HardwareMetrics& m, std::vector<QueryRecord>* ev) {
   const auto& d = ctx.disc;
-  const std::string w = "[" + dur(d.end - d.start) + "]";
+  const std::string w = range_window(d.end - d.start);
   const double step = range_step(d, 1000);
   if (d.has("hw_rdma_port_state")) {
     for (const auto& s : ctx.q.instant(

@@ -50,7 +50,7 @@ HeartbeatMetrics gather_heartbeat(Context& ctx, std::vector<QueryRecord>* ev) {
     }
     return out;
   };
-  const std::string w = "[" + dur(std::min(120.0, stop - d.start)) + "]";
+  const std::string w = range_window(std::min(120.0, stop - d.start));
   m.util = per_host("ray_node_gpus_utilization", "avg", "avg_over_time", w);
   m.power = per_host("hw_gpu_power_watts", "avg", "avg_over_time", w);
   m.io = per_host("hw_io_pressure_full_pct", "max", "max_over_time", "[300s]");

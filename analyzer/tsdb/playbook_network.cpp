@@ -111,8 +111,8 @@ NetworkMetrics gather_network(Context& ctx, std::vector<QueryRecord>* ev) {
   Reader rd{ctx,
             m,
             ev,
-            "[" + dur(span) + "]",
-            "[" + dur(std::min(300.0, std::max(span / 2, 2 * d.scrape_s))) + "]",
+            range_window(span),
+            range_window(std::min(300.0, std::max(span / 2, 2 * d.scrape_s))),
             std::max(d.scrape_s, std::ceil(span / 720))};
   rd.increases("hw_rdma_req_tx_retry_excd_err_total", &NetHost::retry_excd, true);
   rd.increases("hw_rdma_tx_ack_timeout_total", &NetHost::ack_timeouts, true);

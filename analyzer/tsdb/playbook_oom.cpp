@@ -68,7 +68,7 @@ OomMetrics gather_oom(Context& ctx, std::vector<QueryRecord>* ev) {
   m.have_memory = d.has("ray_node_mem_used");
   for (const auto& [ck, iv] : d.checkpoints)
     m.checkpoints.push_back(iv);
-  const std::string w = "[" + dur(m.end - d.start) + "]";
+  const std::string w = range_window(m.end - d.start);
   if (d.has("hw_oom_kills_total")) gather_kills(ctx, m, w, ev);
   if (!m.have_memory) return m;
   if (d.has("ray_node_mem_total")) {

@@ -134,6 +134,14 @@ std::string dur(double seconds) {
   return std::to_string(s) + "s";
 }
 
+std::string range_window(double seconds) {
+  return std::string("[").append(dur(seconds)).append("]");
+}
+
+std::string subquery_window(double range_s, double step_s) {
+  return std::string("[").append(dur(range_s)).append(":").append(dur(step_s)).append("]");
+}
+
 void Querier::fail(QueryRecord& rec, const PromError& e) {
   ++failures_;
   rec.error = e.what();

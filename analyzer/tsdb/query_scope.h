@@ -61,6 +61,10 @@ std::string device_of(const Labels& labels);
 
 // A PromQL duration for `seconds` ("3600s"), at least one second.
 std::string dur(double seconds);
+// A range selector's window, "[3600s]", and a subquery's, "[3600s:10s]". Built by appending: gcc 12
+// at -O3 reports a false -Wrestrict in `"[" + std::string + "]"` (GCC bug 105651).
+std::string range_window(double seconds);
+std::string subquery_window(double range_s, double step_s);
 // A regex-safe, PromQL-string-safe alternative of literal values: "(a|b\\.c)".
 std::string regex_alternatives(const std::vector<std::string>& values);
 

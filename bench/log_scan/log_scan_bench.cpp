@@ -287,10 +287,9 @@ bool already_posix_ere(const std::string& p) {
       in_bracket = true;
       if (i + 1 < p.size() && p[i + 1] == '^') ++i;
       if (i + 1 < p.size() && p[i + 1] == ']') ++i;
-    } else if (c == '(' && i + 1 < p.size() && p[i + 1] == '?') {
-      return false;
-    } else if ((c == '*' || c == '+' || c == '?' || c == '}') && i + 1 < p.size() &&
+    } else if (c != '\0' && std::strchr("(*+?}", c) != nullptr && i + 1 < p.size() &&
                p[i + 1] == '?') {
+      // "(?" opens an RE2-only group; "*?", "+?", "??", "}?" are lazy quantifiers.
       return false;
     }
   }
