@@ -43,8 +43,9 @@ std::vector<AdditionalFinding> link_consequences(const FoundClasses& found,
     a.count = o.count;
     a.first = *o.first;
     a.trusted = o.first->trusted;
-    if (const ClassMatches* m = found.matches[i]; m != nullptr && m->count > 1)
-      a.last = *m->latest();
+    const ClassMatches* m = found.matches[i];
+    const Finding* last = m != nullptr && m->count > 1 ? m->latest() : nullptr;
+    if (last != nullptr) a.last = *last;
     a.relation = relation_of(found, rank, i, catalog);
     out.push_back(std::move(a));
   }
