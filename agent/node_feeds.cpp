@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
-#include "collector/boot_id.h"
+#include "common/boot_id.h"
 #include "common/rules_file.h"
 #include "common/safe_io.h"
 #include "common/text.h"
@@ -25,7 +25,7 @@ std::string boot_id_path(const std::string& proc_root) {
 
 std::string read_boot_id(const std::string& proc_root) {
   try {
-    return collector::read_boot_id(boot_id_path(proc_root));
+    return triage::read_boot_id(boot_id_path(proc_root));
   } catch (const std::exception&) {
     return "unknown-boot";
   }
@@ -37,7 +37,7 @@ std::string read_agent_boot_id(const std::string& proc_root) {
   // In the journal's spelling (32 hex digits, no dashes), so that the health check can tell this
   // boot's events from history.
   const std::string id = read_boot_id(proc_root);
-  const std::string n = collector::normalize_boot_id(id);
+  const std::string n = normalize_boot_id(id);
   return n.empty() ? id : n;
 }
 

@@ -12,9 +12,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "collector/boot_id.h"
 #include "collector/journal_cursor.h"
 #include "collector/kernel_pipeline.h"
+#include "common/boot_id.h"
 #include "common/text.h"
 
 namespace triage::collector {

@@ -12,10 +12,10 @@
 #include <ctime>
 #include <stdexcept>
 
-#include "collector/boot_id.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/kmsg_record.h"
 #include "collector/line_splitter.h"
+#include "common/boot_id.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 

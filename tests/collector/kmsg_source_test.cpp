@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "collector/boot_id.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/kmsg_record.h"
+#include "common/boot_id.h"
 #include "kernel_test_util.h"
 
 namespace triage::collector {

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace triage::collector {
+namespace triage {
 
 // Lowercases and drops dashes and surrounding whitespace; "" when the result is not 32 hex digits.
 std::string normalize_boot_id(std::string_view s);
@@ -13,4 +13,4 @@ std::string normalize_boot_id(std::string_view s);
 // and when the content is not a boot id.
 std::string read_boot_id(const std::string& path);
 
-}  // namespace triage::collector
+}  // namespace triage

@@ -1,4 +1,4 @@
-#include "collector/boot_id.h"
+#include "common/boot_id.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "common/safe_io.h"
 #include "common/text.h"
 
-namespace triage::collector {
+namespace triage {
 
 std::string normalize_boot_id(std::string_view s) {
   std::string out;
@@ -33,4 +33,4 @@ std::string read_boot_id(const std::string& path) {
   return id;
 }
 
-}  // namespace triage::collector
+}  // namespace triage
