@@ -23,22 +23,16 @@ std::string boot_id_path(const std::string& proc_root) {
   return ::access(p.c_str(), R_OK) == 0 ? p : "/proc/sys/kernel/random/boot_id";
 }
 
-std::string read_boot_id(const std::string& proc_root) {
+}  // namespace
+
+std::string read_agent_boot_id(const std::string& proc_root) {
+  // In the journal's spelling (common/boot_id.h normalises it), so that the health check can tell
+  // this boot's events from history.
   try {
     return triage::read_boot_id(boot_id_path(proc_root));
   } catch (const std::exception&) {
     return "unknown-boot";
   }
-}
-
-}  // namespace
-
-std::string read_agent_boot_id(const std::string& proc_root) {
-  // In the journal's spelling (32 hex digits, no dashes), so that the health check can tell this
-  // boot's events from history.
-  const std::string id = read_boot_id(proc_root);
-  const std::string n = normalize_boot_id(id);
-  return n.empty() ? id : n;
 }
 
 NodeFeeds::NodeFeeds(const AgentConfig& cfg, EventLoop& loop, NodeState& node)
