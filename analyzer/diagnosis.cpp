@@ -1,9 +1,11 @@
 // diagnose() decides, for one job: its status (status_decision.h), the primary failure among every
 // class found (primary_failure.h), how the other findings relate to it (consequence_links.h), the
 // node table, heartbeat check and Ray facts (node_evidence.h, heartbeat_check.h, run_context.h),
-// and the words and next steps (diagnosis_narrative.h). This file only runs those stages in order.
+// whose fault it was (blame_decision.h), and the words and next steps (diagnosis_narrative.h).
+// This file only runs those stages in order.
 #include "analyzer/diagnosis.h"
 
+#include "analyzer/blame_decision.h"
 #include "analyzer/consequence_links.h"
 #include "analyzer/diagnosis_narrative.h"
 #include "analyzer/heartbeat_check.h"
@@ -168,6 +170,13 @@ Triage diagnose(const DiagnosisInput& in) {
   t.ray = ray_info(facts, t.status, in.has_tsdb_dir);
   if (in.scan != nullptr)
     t.last_lines = last_lines_shown(in.scan->tail, t.status, t.primary_failure, cat);
+
+  // Whose fault, once the primary and the nodes are known.
+  const BlameVerdict blame = decide_blame(t, cat);
+  t.blame = blame.blame;
+  t.blame_basis = blame.basis;
+  t.blame_trusted = blame.trusted;
+  t.blame_summary = blame_summary(t, blame);
 
   // The words.
   t.what_happened = what_happened(t, cat);

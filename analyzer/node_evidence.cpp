@@ -123,6 +123,9 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
           if (e.pid) f.captures.emplace_back("pid", std::to_string(*e.pid));
           if (!e.task.empty()) f.captures.emplace_back("task", e.task);
           if (e.count > 1) f.captures.emplace_back("count", std::to_string(e.count));
+          // Whether the OOM killer acted inside a memory limit or on the whole node decides blame.
+          if (const auto k = e.fields.find("constraint"); k != e.fields.end())
+            f.captures.emplace_back("constraint", k->second);
           if (e.kind == "oom-kill") {
             // The kernel killing some process of the job is not yet the job's failure: it is when a
             // rank died of SIGKILL on that node (or the victim was a rank).

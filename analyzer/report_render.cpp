@@ -305,12 +305,18 @@ std::string render_markdown(const Triage& t) {
   md +=
       "## Job triage: " + md_code_span(t.log_path.empty() ? std::string("(no log)") : t.log_path) +
       "\n\n";
+  if (!t.blame_summary.empty()) md += md_prose(t.blame_summary) + "\n\n";
   md += "**Status:** " + t.status + "  \n";
   if (t.primary_failure.empty()) {
     md += "**Primary failure:** none  \n";
   } else {
     md += "**Primary failure:** " + md_code_span(t.primary_failure) + " (" +
           md_prose(t.primary_title) + ")  \n";
+  }
+  if (t.blame) {
+    md += "**Whose fault:** " + md_code_span(std::string(to_string(*t.blame))) + " (" +
+          md_prose(t.blame_basis) + "; " +
+          (t.blame_trusted ? "trusted evidence" : "the log's word only") + ")  \n";
   }
   md += "**Stage:** " + (t.stage.empty() ? std::string("-") : md_prose(t.stage)) + "  \n";
   std::string job = t.job_id ? std::to_string(*t.job_id) : "";
@@ -475,6 +481,10 @@ json triage_to_json(const Triage& t) {
   j["primary_failure"] = t.primary_failure.empty() ? json(nullptr) : json(t.primary_failure);
   j["primary_title"] = t.primary_title.empty() ? json(nullptr) : json(t.primary_title);
   j["stage"] = t.stage.empty() ? json(nullptr) : json(t.stage);
+  j["blame"] = t.blame ? json(std::string(to_string(*t.blame))) : json(nullptr);
+  j["blame_basis"] = t.blame ? json(t.blame_basis) : json(nullptr);
+  j["blame_trusted"] = t.blame ? json(t.blame_trusted) : json(nullptr);
+  j["blame_summary"] = t.blame ? json(t.blame_summary) : json(nullptr);
   j["what_happened"] = t.what_happened;
   json findings = json::array();
   for (const auto& f : t.evidence)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/blame.h"
 #include "common/error.h"
 #include "common/model.h"
 #include "common/rules_file.h"
@@ -35,11 +36,6 @@ std::string_view to_string(Derivation d);
 // Which end of a task recorded by a node agent is trusted evidence of the class (`task-end`).
 enum class TaskEnd { kNone, kSignal, kNonzeroExit };
 std::string_view to_string(TaskEnd e);
-
-// Whose fault a failure of the class is by default (`blame`), before node evidence refines it.
-enum class Blame { kUserCode, kUserConfig, kInputData, kPlatform, kScheduler, kUnknown };
-std::string_view to_string(Blame b);
-std::optional<Blame> parse_blame(std::string_view s);
 
 // A value of a repeatable key, with the line it was declared on (for `rules check` messages).
 template <typename T>

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/blame.h"
 #include "analyzer/finding.h"
 #include "analyzer/job_identity.h"
 #include "analyzer/log_reader.h"
@@ -149,6 +150,11 @@ struct Triage : JobIdentity {
   std::string primary_title;
   std::string stage;
   std::string what_happened;
+  // Whose fault it was (blame_decision.h); no value when nothing failed.
+  std::optional<Blame> blame;
+  std::string blame_basis;        // the evidence that decided it
+  bool blame_trusted = false;     // that evidence is a node's kernel or Slurm's, not the log's word
+  std::string blame_summary;      // the report's first words: "Not your code: ..."
   std::vector<Finding> evidence;  // the primary failure's evidence, in order
   std::vector<std::string> evidence_notes;
   ProgressProjection progress;

@@ -1,0 +1,144 @@
+#include "analyzer/blame_decision.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/text.h"
+
+namespace triage {
+
+namespace {
+
+constexpr size_t kQuoteBytes = 160;
+
+// A line as the reader wants it: no colours, no srun task label, no final period (the sentence
+// adds its own), bounded.
+std::string quote(const Finding& f) {
+  std::string clean = strip_ansi(f.text);
+  const std::string label = std::to_string(f.rank) + ": ";
+  if (f.rank >= 0 && clean.rfind(label, 0) == 0) clean.erase(0, label.size());
+  while (!clean.empty() && (clean.back() == '.' || clean.back() == ' '))
+    clean.pop_back();
+  std::string q(truncate_utf8(clean, kQuoteBytes));
+  if (q.size() < clean.size()) q += " [...]";
+  return q;
+}
+
+std::string capture(const Finding& f, const std::string& key) {
+  for (const auto& [k, v] : f.captures) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+// A node whose agent (trusted) recommends draining it: its kernel saw hardware fail during the job.
+const NodeRow* drained_node(const std::vector<NodeRow>& nodes) {
+  const auto it = std::find_if(nodes.begin(), nodes.end(), [](const NodeRow& n) {
+    return n.from_agent && n.verdict == "drain-recommended";
+  });
+  return it == nodes.end() ? nullptr : &*it;
+}
+
+// Hardware failing under the job explains what the log blames on the program (a CUDA error, a
+// crash) or cannot explain; it does not excuse what the job asked for (memory, time) or read.
+bool hardware_overrides(Blame b) {
+  return b == Blame::kUnknown || b == Blame::kPlatform || b == Blame::kUserCode;
+}
+
+const Finding* kernel_oom(const std::vector<Finding>& evidence) {
+  const auto it = std::find_if(evidence.begin(), evidence.end(), [](const Finding& f) {
+    return f.trusted && capture(f, "kind") == "oom-kill";
+  });
+  return it == evidence.end() ? nullptr : &*it;
+}
+
+std::string source_words(const Finding& f) {
+  if (f.source == "log") return "log line " + std::to_string(f.line);
+  if (f.source.rfind("kernel:", 0) == 0) return "kernel of " + f.source.substr(7);
+  if (f.source.rfind("tasks:", 0) == 0) return "task exits on " + f.source.substr(6);
+  if (f.source == "slurm") return "Slurm";
+  return f.source + (f.line > 0 ? " line " + std::to_string(f.line) : "");
+}
+
+// The finding that names the failure best: trusted evidence first; for a traceback, the exception
+// line that ends it; else the line a traceback of another class ends in; else the first line.
+const Finding* deciding_finding(const std::vector<Finding>& evidence, bool traceback_class) {
+  if (evidence.empty()) return nullptr;
+  for (const Finding& f : evidence) {
+    if (f.trusted) return &f;
+  }
+  if (traceback_class) return &evidence.back();
+  for (auto it = evidence.rbegin(); it != evidence.rend(); ++it) {
+    if (it->traceback_line > 0) return &*it;
+  }
+  return &evidence.front();
+}
+
+std::string hardware_basis(const NodeRow& n) {
+  const std::string why =
+      n.verdict_reasons.empty() ? std::string("drain recommended") : n.verdict_reasons.front();
+  return why + " on " + n.host + " (its kernel, during the job)";
+}
+
+}  // namespace
+
+BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
+  if (t.primary_failure.empty()) {
+    if (t.status == kStatusCompleted || t.status == kStatusRunning) return {};
+    return {Blame::kUnknown, "no failure class was identified", false, ""};
+  }
+  const SignatureClass* c = catalog.find(t.primary_failure);
+  const Blame fallback = c != nullptr ? c->blame : Blame::kUnknown;
+  if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(fallback))
+    return {Blame::kPlatform, hardware_basis(*n), true, ""};
+  if (const Finding* oom = kernel_oom(t.evidence)) {
+    const std::string constraint = capture(*oom, "constraint");
+    if (constraint == "CONSTRAINT_MEMCG") {
+      return {Blame::kUserConfig,
+              "the kernel OOM killer acted inside the job's own memory limit on " + oom->host, true,
+              quote(*oom)};
+    }
+    if (constraint == "CONSTRAINT_NONE") {
+      return {Blame::kPlatform,
+              "the whole node " + oom->host + " ran out of memory, not the job's own limit", true,
+              quote(*oom)};
+    }
+  }
+  // A stall or a death without evidence is named by what is missing; its line (the last step)
+  // says nothing of whose fault it was.
+  if (c != nullptr && (c->derived == Derivation::kStall || c->derived == Derivation::kNoEvidence))
+    return {fallback, "nothing in the log or on the nodes names a cause", false, ""};
+  const Finding* f = deciding_finding(t.evidence, c != nullptr && c == catalog.traceback_class());
+  if (f == nullptr) return {fallback, "the class's default (no evidence line)", false, ""};
+  return {fallback, source_words(*f) + ": " + quote(*f), f->trusted, quote(*f)};
+}
+
+std::string blame_summary(const Triage& t, const BlameVerdict& v) {
+  if (!v.blame) return "";
+  // Trusted evidence is shown as the basis says it; the log's word as its own line.
+  const std::string shown = v.trusted || v.line.empty() ? v.basis : v.line;
+  const std::string title =
+      t.primary_title.empty() ? std::string("nothing names the failure") : t.primary_title;
+  const NodeRow* drained = drained_node(t.nodes);
+  const std::string drain =
+      drained != nullptr ? " " + drained->host + " is recommended for drain." : std::string();
+  switch (*v.blame) {
+    case Blame::kPlatform:
+      if (drained != nullptr)
+        return "Not your code: " + hardware_basis(*drained) + ". Resubmit;" + drain;
+      return "Not your code: " + title + " (" + shown + "). Resubmit.";
+    case Blame::kScheduler:
+      return "Not your code: " + title + " (" + shown + "). Resubmit.";
+    case Blame::kUserCode:
+      return "Your code: " + shown + ".";
+    case Blame::kUserConfig:
+      return "Your job's settings: " + title + " (" + shown + ").";
+    case Blame::kInputData:
+      return "Your input data: " + title + " (" + shown + ").";
+    case Blame::kUnknown:
+      break;
+  }
+  return "Whose fault is not clear: " + title + " (" + shown + ")." + drain;
+}
+
+}  // namespace triage

@@ -1,0 +1,143 @@
+// The blame stage alone: whose fault a failure was, from the class's default and trusted node
+// evidence.
+#include "analyzer/blame_decision.h"
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace triage {
+namespace {
+
+const SignatureCatalog& cat() {
+  return test::shipped_catalog();
+}
+
+Triage failed_with(const char* cls, const char* title) {
+  Triage t;
+  t.status = kStatusFailed;
+  t.primary_failure = cls;
+  t.primary_title = title;
+  return t;
+}
+
+Finding log_line(int64_t line, const char* text) {
+  Finding f;
+  f.line = line;
+  f.text = text;
+  return f;
+}
+
+Finding kernel_oom(const char* host, const char* constraint) {
+  Finding f;
+  f.cls = "oom-host";
+  f.source = std::string("kernel:") + host;
+  f.host = host;
+  f.text = "Memory cgroup out of memory: Killed process 777 (python3)";
+  f.trusted = true;
+  f.captures = {{"kind", "oom-kill"}, {"constraint", constraint}};
+  return f;
+}
+
+NodeRow node(const char* host, const char* verdict, const char* reason, bool from_agent = true) {
+  NodeRow n;
+  n.host = host;
+  n.verdict = verdict;
+  n.verdict_reasons = {reason};
+  n.from_agent = from_agent;
+  return n;
+}
+
+TEST(DecideBlame, AJobThatCompletedOrRunsBlamesNobody) {
+  Triage t;
+  t.status = kStatusCompleted;
+  EXPECT_FALSE(decide_blame(t, cat()).blame);
+  t.status = kStatusRunning;
+  EXPECT_FALSE(decide_blame(t, cat()).blame);
+  EXPECT_EQ(blame_summary(t, decide_blame(t, cat())), "");
+}
+
+TEST(DecideBlame, AFileNotFoundErrorIsTheUsersCodeOnTheLogsWord) {
+  Triage t = failed_with("python-exception", "Unhandled Python exception");
+  t.evidence = {log_line(200, "Traceback (most recent call last):"),
+                log_line(212, "FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'")};
+  t.evidence.back().traceback_line = 200;
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kUserCode);
+  EXPECT_FALSE(v.trusted);
+  EXPECT_EQ(v.basis,
+            "log line 212: FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'");
+  EXPECT_EQ(blame_summary(t, v),
+            "Your code: FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'.");
+}
+
+TEST(DecideBlame, AnNcclTimeoutWithAGpuOffTheBusOnNode3IsThePlatforms) {
+  Triage t = failed_with("nccl-timeout", "NCCL/RCCL collective failure or timeout");
+  t.evidence = {log_line(90, "Watchdog caught collective operation timeout")};
+  t.nodes = {node("gpu-a016", "healthy", ""),
+             node("gpu-a017", "drain-recommended",
+                  "Xid 79 on GPU 0000:3b:00.0: GPU has fallen off the bus")};
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kPlatform);
+  EXPECT_TRUE(v.trusted);
+  EXPECT_NE(v.basis.find("gpu-a017"), std::string::npos) << v.basis;
+  EXPECT_EQ(blame_summary(t, v),
+            "Not your code: Xid 79 on GPU 0000:3b:00.0: GPU has fallen off the bus on gpu-a017 "
+            "(its kernel, during the job). Resubmit; gpu-a017 is recommended for drain.");
+}
+
+TEST(DecideBlame, ADrainHintFromTheLogAloneDoesNotOverride) {
+  Triage t = failed_with("nccl-timeout", "NCCL/RCCL collective failure or timeout");
+  t.nodes = {node("gpu-a017", "drain-recommended", "the log says so", /*from_agent=*/false)};
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kUnknown);
+}
+
+TEST(DecideBlame, BrokenHardwareDoesNotExcuseAMemoryRequestThatWasTooSmall) {
+  Triage t = failed_with("oom-gpu", "GPU out of memory");
+  t.evidence = {log_line(5, "torch.OutOfMemoryError: CUDA out of memory.")};
+  t.nodes = {node("gpu-a017", "drain-recommended", "Xid 79")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUserConfig);
+}
+
+TEST(DecideBlame, AKernelOomInsideTheJobsOwnCgroupIsItsMemoryRequest) {
+  Triage t = failed_with("oom-host", "Host out of memory");
+  t.evidence = {kernel_oom("node3", "CONSTRAINT_MEMCG")};
+  const BlameVerdict v = decide_blame(t, cat());
+  EXPECT_EQ(*v.blame, Blame::kUserConfig);
+  EXPECT_TRUE(v.trusted);
+  EXPECT_NE(v.basis.find("own memory limit on node3"), std::string::npos) << v.basis;
+}
+
+TEST(DecideBlame, AGlobalKernelOomIsTheNodesNotTheJobs) {
+  Triage t = failed_with("oom-host", "Host out of memory");
+  t.evidence = {kernel_oom("node3", "CONSTRAINT_NONE")};
+  const BlameVerdict v = decide_blame(t, cat());
+  EXPECT_EQ(*v.blame, Blame::kPlatform);
+  EXPECT_TRUE(v.trusted);
+}
+
+TEST(DecideBlame, AFailedJobWithoutAPrimaryIsUnknown) {
+  Triage t;
+  t.status = kStatusFailed;
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kUnknown);
+  EXPECT_EQ(blame_summary(t, v),
+            "Whose fault is not clear: nothing names the failure (no failure class was "
+            "identified).");
+}
+
+TEST(DecideBlame, TheDefaultComesFromTheRules) {
+  const SignatureClass* c = cat().find("preempted");
+  ASSERT_NE(c, nullptr);
+  Triage t = failed_with("preempted", "Preempted or requeued by Slurm");
+  EXPECT_EQ(*decide_blame(t, cat()).blame, c->blame);
+  EXPECT_EQ(c->blame, Blame::kScheduler);
+}
+
+}  // namespace
+}  // namespace triage
