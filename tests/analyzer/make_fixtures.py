@@ -814,6 +814,20 @@ def gen_messy():
     fixture("plain-sbatch-torch-oom", "plain sbatch + torchrun log (no harness): PyTorch HIP OOM", plain,
             {"slurm_state": "none", "now": T0 + 86400})
 
+    def launch(d):
+        # srun could not start the step's tasks: the job credential had expired (Slurm's wording).
+        lines = [
+            "+ srun --label python3 train.py --config configs/llama.yaml",
+            "srun: error: Task launch for StepId=9152.0 failed on node gpu-d005: Job credential expired",
+            "srun: error: Application launch failed: Job credential expired",
+            "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        ]
+        with open(os.path.join(d, "slurm-9152.out"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return "slurm-9152.out"
+    fixture("srun-launch-fail", "plain sbatch: srun could not launch the step (job credential expired)",
+            launch, {"slurm_state": "FAILED", "now": T0 + 86400})
+
 
 def gen_examples():
     """examples/outputs: a small outputs/ folder with a shared checkpoint dir, for the demo."""
