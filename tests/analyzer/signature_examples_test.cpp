@@ -155,6 +155,31 @@ TEST(SignatureExamples, ASiteHarmlessEntryThatSilencesAShippedExampleIsReported)
   EXPECT_EQ(problems.find("[harmless all-slurm-errors]: example"), std::string::npos) << problems;
 }
 
+// The case: a healthy job's NCCL configuration warning read as an NCCL failure. A site
+// declares the shape benign in triage.d, with the real line as its example, and the check agrees.
+TEST(SignatureExamples, ASiteLayerDeclaresAShippedClassesChatterHarmlessWithItsExample) {
+  const std::string chatter =
+      "v100-gpu-1:14926:14926 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]";
+  const LineVerdict shipped = classify_line(test::shipped_plan(), chatter);
+  ASSERT_GE(shipped.cls, 0);
+  EXPECT_EQ(test::shipped_catalog().classes()[static_cast<size_t>(shipped.cls)].id, "nccl-timeout");
+
+  test::ScratchDir d("site");
+  test::write_file(d / "site.rules", "[harmless no-libibverbs]\nexample = " + chatter +
+                                         "\npattern = NCCL WARN Failed to open libibverbs\n"
+                                         "why = NCCL falls back to sockets on nodes without IB\n");
+  test::use_source_rules();
+  std::vector<InputError> errors;
+  const SignatureCatalog cat = SignatureCatalog::load({d.str()}, errors);
+  ASSERT_EQ(all(errors), "");
+  EXPECT_EQ(all(check_signature_examples(cat)), "");
+  const ScanPlan plan(cat);
+  const LineVerdict site = classify_line(plan, chatter);
+  EXPECT_EQ(site.cls, -1);
+  ASSERT_GE(site.harmless, 0);
+  EXPECT_EQ(cat.harmless()[static_cast<size_t>(site.harmless)].id, "no-libibverbs");
+}
+
 TEST(SignatureExamples, RulesCheckFailsOnABrokenExampleInASiteLayer) {
   test::ScratchDir d("triage.d");
   test::write_file(d / "site.rules",
