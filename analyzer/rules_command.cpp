@@ -5,6 +5,7 @@
 
 #include "analyzer/catalog_consistency.h"
 #include "analyzer/signature_catalog.h"
+#include "analyzer/signature_examples.h"
 #include "analyzer/tsdb/playbook_table.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
@@ -17,11 +18,13 @@ constexpr const char* kHelp = R"(usage: slurm-triage rules check [DIR ...]
        slurm-triage rules show CLASS [--rules DIR ...]
 
 check   load every rule layer (the shipped catalogs, /etc/slurm/triage.d, then each DIR), compile
-        every pattern, check that the classes agree with each other, and print each problem as
-        file:line: message. Exit 1 if there was any.
+        every pattern, check that the classes agree with each other, run every example and
+        counter-example line through the scanner, and print each problem as file:line: message.
+        Exit 1 if there was any.
 list    print the failure classes (id, priority, role, blame, stage, title) and the
         known-harmless entries of the log-signature catalog.
-show    print one failure class: its properties, patterns, explanation and next steps.
+show    print one failure class: its properties, patterns, example lines, explanation and next
+        steps.
 
 exit status: 0 fine, 1 the catalog has errors, 2 usage error.
 )";
@@ -36,17 +39,25 @@ int check(const std::vector<std::string>& dirs) {
   const SignatureCatalog cat = SignatureCatalog::load(dirs, errors, &files);
   for (auto& e : check_catalog_consistency(cat, tsdb::known_playbook_ids()))
     errors.push_back(std::move(e));
+  for (auto& e : check_signature_examples(cat))
+    errors.push_back(std::move(e));
   for (const auto& e : errors)
     (void)std::printf("%s\n", e.what());
   size_t patterns = 0;
-  for (const auto& c : cat.classes())
+  size_t examples = 0;
+  for (const auto& c : cat.classes()) {
     patterns += c.patterns.size();
-  for (const auto& h : cat.harmless())
+    examples += c.examples.size() + c.counter_examples.size();
+  }
+  for (const auto& h : cat.harmless()) {
     patterns += h.patterns.size();
-  (void)std::fprintf(errors.empty() ? stdout : stderr,
-                     "%zu file(s), %zu classes, %zu harmless entries, %zu patterns: %s\n",
-                     files.size(), cat.classes().size(), cat.harmless().size(), patterns,
-                     errors.empty() ? "ok" : (std::to_string(errors.size()) + " error(s)").c_str());
+    examples += h.examples.size();
+  }
+  (void)std::fprintf(
+      errors.empty() ? stdout : stderr,
+      "%zu file(s), %zu classes, %zu harmless entries, %zu patterns, %zu example lines: %s\n",
+      files.size(), cat.classes().size(), cat.harmless().size(), patterns, examples,
+      errors.empty() ? "ok" : (std::to_string(errors.size()) + " error(s)").c_str());
   return errors.empty() ? 0 : 1;
 }
 
@@ -124,6 +135,10 @@ int show(const std::string& class_id, const std::vector<std::string>& dirs) {
     (void)std::printf("%-16s %s\n", p.as_cause ? "cause-pattern" : "pattern", p.source.c_str());
   for (const auto& p : c->excludes)
     (void)std::printf("%-16s %s\n", "exclude", p.source.c_str());
+  for (const auto& ex : c->examples)
+    (void)std::printf("%-16s %s\n", "example", ex.value.c_str());
+  for (const auto& ex : c->counter_examples)
+    (void)std::printf("%-16s %s\n", "counter-example", ex.value.c_str());
   (void)std::printf("%-16s %s\n", "explain", c->explain.c_str());
   for (const auto& n : c->next)
     (void)std::printf("%-16s %s\n", n.live_only ? "next-if-live" : "next", n.text.c_str());

@@ -336,15 +336,26 @@ bool load_class_property(const RuleSection& sec, const RuleEntry& e, SignatureCl
 
 const std::set<std::string>& signature_keys() {
   static const std::set<std::string> keys = {
-      "title",       "priority",        "role",
-      "stage",       "pattern",         "cause-pattern",
-      "exclude",     "explains",        "derived",
-      "status",      "exit-code",       "task-end",
-      "traceback",   "heartbeat-check", "blame",
-      "playbook",    "kernel-event",    "kernel-min-severity",
-      "slurm-state", "explain",         "next",
-      "next-if-live"};
+      "title",        "priority",        "role",
+      "stage",        "pattern",         "cause-pattern",
+      "exclude",      "explains",        "derived",
+      "status",       "exit-code",       "task-end",
+      "traceback",    "heartbeat-check", "blame",
+      "playbook",     "kernel-event",    "kernel-min-severity",
+      "slurm-state",  "explain",         "next",
+      "next-if-live", "example",         "counter-example"};
   return keys;
+}
+
+// An `example` or `counter-example` line into `out`; an empty one is an error, since it would
+// check nothing.
+void load_example(const RuleSection& sec, const RuleEntry& e,
+                  std::vector<Declared<std::string>>& out, std::vector<InputError>& errors) {
+  if (e.value.empty()) {
+    errors.push_back(sec.error(e, "expected a log line"));
+  } else {
+    out.push_back({e.value, e.line});
+  }
 }
 
 std::optional<SignatureClass> load_signature(const RuleSection& sec,
@@ -404,6 +415,8 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
         p.re = std::move(re);
         c.excludes.push_back(std::move(p));
       }
+    } else if (e.key == "example" || e.key == "counter-example") {
+      load_example(sec, e, e.key == "example" ? c.examples : c.counter_examples, errors);
     } else if (e.key == "explains") {
       for (const auto part : split(e.value, ' ')) {
         const auto id = trim(part);
@@ -453,14 +466,19 @@ std::optional<HarmlessEntry> load_harmless(const RuleSection& sec,
                                            std::vector<InputError>& errors) {
   HarmlessEntry h;
   h.id = sec.id;
+  h.file = sec.file;
+  h.line = sec.line;
   const size_t errors_before = errors.size();
   for (const auto& e : sec.entries) {
     if (e.key == "pattern") {
       compile_into(sec, e, h.patterns, errors);
+    } else if (e.key == "example") {
+      load_example(sec, e, h.examples, errors);
     } else if (e.key == "why") {
       h.why = e.value;
     } else {
-      errors.push_back(sec.error(e, "unknown key (harmless sections take 'pattern' and 'why')"));
+      errors.push_back(
+          sec.error(e, "unknown key (harmless sections take 'pattern', 'example' and 'why')"));
     }
   }
   if (h.patterns.empty() && errors.size() == errors_before) {

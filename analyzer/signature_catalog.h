@@ -78,7 +78,12 @@ struct SignatureClass {
   // The first line of each key the section wrote, for messages that point at a field.
   std::vector<Declared<std::string>> key_lines;
   std::vector<CompiledPattern> patterns;
+  // Lines a pattern matches that are not this class: the benign shapes of its lines.
   std::vector<CompiledPattern> excludes;
+  // Real log lines that must be a finding of this class (`example`) or must not
+  // (`counter-example`); `rules check` runs each through the scanner.
+  std::vector<Declared<std::string>> examples;
+  std::vector<Declared<std::string>> counter_examples;
   std::vector<std::string> explains;  // class ids this class causes
   std::vector<std::string> kernel_events;
   Severity kernel_min_severity = Severity::kError;
@@ -102,7 +107,10 @@ struct SignatureClass {
 struct HarmlessEntry {
   std::string id;
   std::vector<CompiledPattern> patterns;
+  std::vector<Declared<std::string>> examples;  // real lines the entry must silence
   std::string why;
+  std::string file;
+  int line = 0;
 };
 
 // Shortest literal the scanner accepts as a trigger: shorter ones would make the literal search

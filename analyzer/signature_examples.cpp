@@ -1,0 +1,131 @@
+#include "analyzer/signature_examples.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "analyzer/line_text.h"
+#include "common/safe_io.h"
+
+namespace triage {
+
+LineVerdict classify_line(const ScanPlan& plan, std::string_view line) {
+  // An in-memory file, so the line goes through scan_log itself: there is no second matcher to
+  // drift from the scanner.
+  UniqueFd fd(::memfd_create("slurm-triage-example", MFD_CLOEXEC));
+  if (fd.get() < 0) throw_errno("memfd_create", errno);
+  write_all(fd.get(), line);
+  write_all(fd.get(), "\n");
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) throw_errno("lseek", errno);
+  ScanOptions options;
+  options.head_lines = 0;
+  options.tail_lines = 0;
+  options.block_bytes = size_t{64} * 1024;
+  options.collect_facts = false;
+  const ScanResult scanned = scan_log(fd.get(), plan, options);
+  LineVerdict v;
+  for (size_t i = 0; i < scanned.classes.size() && v.cls < 0; ++i) {
+    if (scanned.classes[i].count > 0) v.cls = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < scanned.harmless_counts.size() && v.harmless < 0; ++i) {
+    if (scanned.harmless_counts[i] > 0) v.harmless = static_cast<int>(i);
+  }
+  return v;
+}
+
+namespace {
+
+std::string at(const std::string& file, int line) {
+  return file + ":" + std::to_string(line);
+}
+
+// The first of `patterns` that matches the line as the scanner sees it (decorations removed), or
+// null. Only explains a verdict; the verdict itself is classify_line's.
+const CompiledPattern* first_match(const std::vector<CompiledPattern>& patterns,
+                                   std::string_view line) {
+  const std::string_view text = split_line(line).text;
+  for (const auto& p : patterns) {
+    if (pattern_matches(p, text)) return &p;
+  }
+  return nullptr;
+}
+
+std::string scanner_reading(const SignatureCatalog& catalog, LineVerdict v) {
+  if (v.harmless >= 0) {
+    const HarmlessEntry& h = catalog.harmless()[static_cast<size_t>(v.harmless)];
+    return "it is silenced by [harmless " + h.id + "] (" + at(h.file, h.line) + ")";
+  }
+  if (v.cls >= 0) {
+    const SignatureClass& c = catalog.classes()[static_cast<size_t>(v.cls)];
+    return "the scanner reads it as [signature " + c.id + "] (priority " +
+           std::to_string(c.priority) + ", " + at(c.file, c.line) + ")";
+  }
+  return "the scanner finds nothing in it";
+}
+
+// Why an example of `c` is not a finding of it: its own patterns first, then what took the line.
+std::string why_not_found(const SignatureCatalog& catalog, const SignatureClass& c,
+                          std::string_view line, LineVerdict v) {
+  if (first_match(c.patterns, line) == nullptr)
+    return "no pattern of the class matches it; " + scanner_reading(catalog, v);
+  if (const CompiledPattern* ex = first_match(c.excludes, line))
+    return "the exclude at line " + std::to_string(ex->line) + " removes it; " +
+           scanner_reading(catalog, v);
+  return scanner_reading(catalog, v) + " first";
+}
+
+void check_class(const SignatureCatalog& catalog, const ScanPlan& plan, size_t index,
+                 std::vector<InputError>& errors) {
+  const SignatureClass& c = catalog.classes()[index];
+  auto fail = [&](const Declared<std::string>& ex, std::string_view key, const std::string& why) {
+    errors.emplace_back(c.file, ex.line,
+                        "[signature " + c.id + "]: " + std::string(key) + ": " + why);
+  };
+  if (c.patterns.empty()) {
+    for (const auto& ex : c.examples)
+      fail(ex, "example", "the class has no patterns, so no log line can be a finding of it");
+    return;
+  }
+  for (const auto& ex : c.examples) {
+    const LineVerdict v = classify_line(plan, ex.value);
+    if (v.cls != static_cast<int>(index))
+      fail(ex, "example", "not a finding of this class: " + why_not_found(catalog, c, ex.value, v));
+  }
+  for (const auto& ex : c.counter_examples) {
+    if (classify_line(plan, ex.value).cls != static_cast<int>(index)) continue;
+    const CompiledPattern* p = first_match(c.patterns, ex.value);
+    fail(ex, "counter-example",
+         "the scanner reads it as a finding of this class" +
+             (p == nullptr ? std::string()
+                           : " (the pattern at line " + std::to_string(p->line) + " matches it)"));
+  }
+}
+
+void check_harmless(const SignatureCatalog& catalog, const ScanPlan& plan, const HarmlessEntry& h,
+                    std::vector<InputError>& errors) {
+  for (const auto& ex : h.examples) {
+    const LineVerdict v = classify_line(plan, ex.value);
+    const bool own = first_match(h.patterns, ex.value) != nullptr;
+    if (own && v.harmless >= 0) continue;
+    errors.emplace_back(h.file, ex.line,
+                        "[harmless " + h.id + "]: example: not silenced by this entry: " +
+                            (own ? "" : "no pattern of the entry matches it; ") +
+                            scanner_reading(catalog, v));
+  }
+}
+
+}  // namespace
+
+std::vector<InputError> check_signature_examples(const SignatureCatalog& catalog) {
+  const ScanPlan plan(catalog);
+  std::vector<InputError> errors;
+  for (size_t i = 0; i < catalog.classes().size(); ++i)
+    check_class(catalog, plan, i, errors);
+  for (const auto& h : catalog.harmless())
+    check_harmless(catalog, plan, h, errors);
+  return errors;
+}
+
+}  // namespace triage
