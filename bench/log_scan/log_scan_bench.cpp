@@ -11,8 +11,8 @@
 // and RCCL WARN chatter, CUDA init failures, more step lines) and config dumps of hundreds of
 // kilobytes sit on one line. It writes the catalog's patterns (read through the analyzer's own
 // catalog loader) for rg as RE2 and for grep -E those already valid as POSIX ERE, then times each
-// tool on each log pinned to one CPU, best of N runs after a warm-up read, with peak RSS from
-// wait4(). The analysis run is the whole thing: scan, decisions, report.
+// tool on each log pinned to one CPU, best of N runs after a warm-up read, with CPU time and peak
+// RSS from wait4(). The analysis run is the whole thing: scan, decisions, report.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
