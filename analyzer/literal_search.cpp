@@ -22,6 +22,34 @@ inline uint32_t load_gram(const char* p) {
   return x | kFold;
 }
 
+// Eight bytes with 'A'..'Z' lowered, as kLowerAscii does byte by byte (SWAR: a byte's high bit
+// says it is upper-case; bit 7 moved to bit 5 is the 0x20 that lowers it).
+inline uint64_t lower8(uint64_t x) {
+  constexpr uint64_t kOnes = 0x0101010101010101u;
+  constexpr uint64_t kHigh = 0x8080808080808080u;
+  const uint64_t low7 = x & ~kHigh;
+  const uint64_t ge_a = low7 + uint64_t{0x80 - 'A'} * kOnes;  // high bit: byte >= 'A' (bit 7 aside)
+  const uint64_t gt_z = low7 + uint64_t{0x7f - 'Z'} * kOnes;  // high bit: byte > 'Z'
+  const uint64_t upper = ge_a & ~gt_z & ~x & kHigh;           // ... and bit 7 clear
+  return x | (upper >> 2);
+}
+
+inline uint64_t load8(const char* p) {
+  uint64_t x = 0;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+
+// Does text[0, n) lowered equal `lit` (lower-case already)? Eight bytes at a time, the last eight
+// overlapping when n is not a multiple of eight; n >= 8.
+inline bool equals_lowered(const char* text, const std::string& lit) {
+  const size_t n = lit.size();
+  for (size_t k = 0; k + 8 < n; k += 8) {
+    if (lower8(load8(text + k)) != load8(lit.data() + k)) return false;
+  }
+  return lower8(load8(text + n - 8)) == load8(lit.data() + n - 8);
+}
+
 inline uint32_t hash_gram(uint32_t folded) {
   return (folded * 2654435761u) >> (32 - kHashBits);
 }
@@ -79,7 +107,8 @@ void LiteralSearcher::build(const std::vector<uint32_t>* counts) {
       const uint32_t gram = load_gram(lit.data() + best + k);
       const uint32_t h = hash_gram(gram);
       map_[h] = 1;
-      all.emplace_back(h, Probe{gram, static_cast<uint32_t>(li), static_cast<uint32_t>(best + k)});
+      all.emplace_back(h, Probe{gram, static_cast<uint32_t>(li), static_cast<uint32_t>(best + k),
+                                static_cast<uint32_t>(lit.size())});
     }
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -100,13 +129,19 @@ void LiteralSearcher::verify(const char* base, size_t block_len, size_t pos, uin
     const Probe& pr = probes_[i];
     if (pr.gram != gram || pr.offset > pos) continue;
     const size_t start = pos - pr.offset;
+    if (start >= accept_end || start + pr.length > block_len) continue;
     const std::string& lit = literals_[pr.literal];
-    if (start >= accept_end || start + lit.size() > block_len) continue;
-    const auto* t = reinterpret_cast<const unsigned char*>(base + start);
-    size_t k = 0;
-    while (k < lit.size() && kLowerAscii[t[k]] == static_cast<unsigned char>(lit[k]))
-      ++k;
-    if (k == lit.size()) hits.push_back(LiteralHit{start, pr.literal});
+    bool equal = false;
+    if (lit.size() >= 8) {
+      equal = equals_lowered(base + start, lit);
+    } else {
+      const auto* t = reinterpret_cast<const unsigned char*>(base + start);
+      size_t k = 0;
+      while (k < lit.size() && kLowerAscii[t[k]] == static_cast<unsigned char>(lit[k]))
+        ++k;
+      equal = k == lit.size();
+    }
+    if (equal) hits.push_back(LiteralHit{start, pr.literal});
   }
 }
 

@@ -47,6 +47,7 @@ class LiteralSearcher {
     uint32_t gram = 0;  // folded 4-gram
     uint32_t literal = 0;
     uint32_t offset = 0;  // of the 4-gram inside the literal
+    uint32_t length = 0;  // of the literal
   };
   void build(const std::vector<uint32_t>* counts);
   void verify(const char* base, size_t block_len, size_t pos, uint32_t gram, uint32_t h,

@@ -103,6 +103,21 @@ bool apply_run_setting(RunConfigFacts& c, std::string_view key, std::string_view
   return true;
 }
 
+// The step time a step line states after its step number ("seconds: 9.512"), or -1. Parsed only
+// for a step seen first: every rank prints each step, so most step lines repeat one.
+double step_seconds(std::string_view after_step) {
+  const size_t sp = after_step.find("seconds:");
+  if (sp == std::string_view::npos) return -1;
+  std::string_view v = skip_spaces(after_step.substr(sp + 8));
+  size_t n = 0;
+  while (n < v.size() && n < 32 &&
+         (is_digit(v[n]) || v[n] == '.' || v[n] == 'e' || v[n] == '-' || v[n] == '+'))
+    ++n;
+  double d = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + n, d);
+  return ec == std::errc() && end == v.data() + n && d >= 0 && d < 1e9 ? d : -1;
+}
+
 }  // namespace
 
 const std::vector<FactTrigger>& fact_triggers() {
@@ -247,18 +262,6 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   const auto step = leading_int(rest, &used);
   if (!step || *step < 0) return;
   rest.remove_prefix(used);
-  double seconds = -1;
-  const size_t sp = rest.find("seconds:");
-  if (sp != std::string_view::npos) {
-    std::string_view v = skip_spaces(rest.substr(sp + 8));
-    size_t n = 0;
-    while (n < v.size() && n < 32 &&
-           (is_digit(v[n]) || v[n] == '.' || v[n] == 'e' || v[n] == '-' || v[n] == '+'))
-      ++n;
-    double d = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + n, d);
-    if (ec == std::errc() && end == v.data() + n && d >= 0 && d < 1e9) seconds = d;
-  }
   StepSegment& seg = facts_.steps;
   if (seg.first_step >= 0 && *step < seg.last_step - kRestartDrop) {
     // Training started over in the same log (a requeue or an in-job restart).
@@ -276,11 +279,12 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.first_time_usec = leading_timestamp_usec(lt.text, year_hint_).value_or(0);
     seg.last_time_usec = seg.first_time_usec;
     seg.distinct_steps = 1;
-    seg.first_seconds = seconds;
+    seg.first_seconds = step_seconds(rest);
     seg.last_text = bounded(lt.raw);
     return;
   }
   if (*step <= seg.last_step) return;  // the same step printed by another rank, or a lagging rank
+  const double seconds = step_seconds(rest);
   seg.last_step = *step;
   seg.last_line = line_no;
   // Only the last step's time matters: it is read from last_text when the segment is finished.

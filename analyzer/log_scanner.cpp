@@ -279,7 +279,7 @@ class Scanner {
     if (!c.traceback && opt_.collect_facts) f.traceback_line = facts_.open_traceback(lt.rank);
     if (c.role == ClassRole::kCause && lt.rank >= 0 &&
         out_.first_error_by_rank.size() < kMaxRankErrors) {
-      out_.first_error_by_rank.emplace(lt.rank, std::make_pair(line_no_, cls));
+      out_.first_error_by_rank.try_emplace(lt.rank, line_no_, cls);
     }
     out_.classes[cls].add(std::move(f));
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <random>
 #include <string>
 
@@ -18,6 +20,22 @@ TEST(CountNewlines, AgreesWithACharByCharCountAtEveryLengthAndAlignment) {
       size_t expect = 0;
       for (size_t i = off; i < off + len; ++i)
         expect += buf[i] == '\n' ? 1u : 0u;
+      ASSERT_EQ(count_newlines(buf.data() + off, len), expect) << off << "+" << len;
+    }
+  }
+}
+
+TEST(CountNewlines, CountsOnlyTheNewlineByteAmongAllByteValues) {
+  std::string buf;
+  for (int round = 0; round < 40; ++round) {
+    for (int b = 0; b < 256; ++b)
+      buf += static_cast<char>((b * 7 + round) % 256);
+  }
+  for (size_t off = 0; off < 9; ++off) {
+    for (const size_t len : {size_t{5}, size_t{8}, size_t{15}, size_t{70}, buf.size() - off}) {
+      const size_t expect = static_cast<size_t>(
+          std::count(buf.begin() + static_cast<std::ptrdiff_t>(off),
+                     buf.begin() + static_cast<std::ptrdiff_t>(off + len), '\n'));
       ASSERT_EQ(count_newlines(buf.data() + off, len), expect) << off << "+" << len;
     }
   }

@@ -83,6 +83,17 @@ TEST(LiteralSearch, BinaryBytesDoNotCauseFalseHits) {
   EXPECT_EQ(found(s, junk, junk.size()), naive(junk, {"oom-kill"}, junk.size()));
 }
 
+TEST(LiteralSearch, OnlyLettersMatchInEitherCase) {
+  // '[' and '{', '@' and '`', 0xC1 and 0xE1 differ in the bit that lowers a letter; they must not
+  // be taken for each other.
+  LiteralSearcher s({"[error] pull failed @ node\xe1"});
+  EXPECT_EQ(found(s, "x [ERROR] Pull Failed @ node\xe1 x", 100).size(), 1u);
+  EXPECT_TRUE(found(s, "x {error] pull failed @ node\xe1 x", 100).empty());
+  EXPECT_TRUE(found(s, "x [error] pull failed ` node\xe1 x", 100).empty());
+  EXPECT_TRUE(found(s, "x [error] pull failed @ node\xc1 x", 100).empty());
+  EXPECT_EQ(found(s, "x [error] pull failed @ nodE\xe1 x", 100).size(), 1u);
+}
+
 TEST(LiteralSearch, StrideFollowsTheShortestLiteral) {
   EXPECT_EQ(LiteralSearcher({"abcdefgh", "abcdefghijklmnop"}).stride(), 5u);
   EXPECT_THROW(LiteralSearcher({"abc"}), std::invalid_argument);

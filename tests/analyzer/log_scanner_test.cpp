@@ -197,6 +197,22 @@ TEST(LogScanner, NoticesTrainingStartingOverInTheSameLog) {
   EXPECT_EQ(r.facts.steps.last_step, 130);
 }
 
+TEST(LogScanner, EachStepsTimeCountsOnceWhateverTheOtherRanksPrint) {
+  std::string log = "0: completed step: 0, seconds: 60.0\n1: completed step: 0, seconds: 99.0\n";
+  for (int s = 1; s <= 8; ++s) {
+    const std::string step = std::to_string(s);
+    log += "0: completed step: " + step + ", seconds: 2.0\n";
+    log += "1: completed step: " + step + ", seconds: 50.0\n";  // a lagging rank's own figure
+  }
+  const StepSegment& seg = test::scan_text(log).facts.steps;
+  EXPECT_EQ(seg.distinct_steps, 9u);
+  EXPECT_DOUBLE_EQ(seg.first_seconds, 60.0);
+  EXPECT_EQ(seg.warm_count, 4u);  // steps 1-4
+  EXPECT_DOUBLE_EQ(seg.warm_seconds_sum, 8.0);
+  EXPECT_EQ(seg.steady_count, 4u);  // steps 5-8
+  EXPECT_DOUBLE_EQ(seg.steady_seconds_sum, 8.0);
+}
+
 TEST(LogScanner, ALogStillBeingWrittenIsReadUpToItsSizeAtOpen) {
   test::ScratchDir d("growing");
   const auto path = d / "job.log";
