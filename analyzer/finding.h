@@ -1,19 +1,25 @@
-// A finding: one piece of evidence that a failure class happened, with where it came from. Log
-// lines are untrusted (a user can print anything); kernel events and Slurm facts are trusted.
+// A finding: one piece of evidence, with where it came from. From the log triage, evidence that a
+// failure class happened; from a metrics playbook, something its metrics showed. Log lines are
+// untrusted (a user can print anything); kernel events and Slurm facts are trusted; metrics are
+// trusted only from the admin-run cluster Prometheus. analyzer/finding_render.h renders it.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/model.h"
+
 namespace triage {
 
 struct Finding {
-  std::string cls;
+  std::string cls;  // empty for metrics findings
   // "log" for the job's log; a path relative to the job dir for other files; "kernel:<host>" for a
-  // node's kernel event; "slurm" for the job's Slurm state; "tasks:<host>" for task exits.
+  // node's kernel event; "slurm" for the job's Slurm state; "tasks:<host>" for task exits;
+  // "metrics:<playbook id>" for a metrics playbook's.
   std::string source = "log";
   int64_t line = 0;  // 1-based line in `source` (0 = not a file line)
   std::string text;  // verbatim, possibly truncated (see `truncated`)
@@ -28,6 +34,11 @@ struct Finding {
   int64_t traceback_line = 0;
   // Matched a `cause-pattern` of its class.
   bool cause = false;
+  // Graded findings (the metrics playbooks') say how bad they are and may name several hosts
+  // (`host` then holds the one host when there is one). A log, kernel or Slurm finding is evidence
+  // of its class, not graded: no severity, its one host in `host`.
+  std::optional<Severity> severity;
+  std::vector<std::string> hosts;
 
   // The line this finding counts from when deciding which error came first: a specific error
   // printed at the end of a traceback happened where the traceback began.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analyzer/finding_render.h"
 #include "common/build_config.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -12,8 +13,6 @@ namespace triage {
 using json = nlohmann::ordered_json;
 
 namespace {
-
-constexpr size_t kShortQuote = 240;
 
 std::string fmt_double(double v, int decimals) {
   char buf[64];
@@ -38,68 +37,6 @@ std::string ranks_text(const std::vector<int64_t>& ranks) {
     }
   }
   return out;
-}
-
-std::string where(const Finding& f) {
-  std::string s;
-  if (f.source == "log") {
-    s = "line " + std::to_string(f.line);
-  } else if (f.source.rfind("kernel:", 0) == 0) {
-    s = "kernel log of " + md_prose(f.source.substr(7)) + " (trusted)";
-  } else if (f.source.rfind("tasks:", 0) == 0) {
-    s = "task exits on " + md_prose(f.source.substr(6)) + " (trusted)";
-  } else if (f.source == "slurm") {
-    s = "Slurm (trusted)";
-  } else {
-    s = md_code_span(f.source) + (f.line > 0 ? " line " + std::to_string(f.line) : "");
-  }
-  std::vector<std::string> extra;
-  if (f.rank >= 0) extra.push_back("task " + std::to_string(f.rank));
-  if (!f.host.empty() && f.source == "log") extra.push_back("host " + md_prose(f.host));
-  if (f.time_usec > 0) extra.push_back(format_utc(f.time_usec));
-  if (!extra.empty()) {
-    s += " (";
-    for (size_t i = 0; i < extra.size(); ++i)
-      s += (i > 0 ? ", " : "") + extra[i];
-    s += ")";
-  }
-  return s;
-}
-
-std::string quote_line(const Finding& f) {
-  std::string text = strip_ansi(f.text);
-  if (f.truncated) text += " [...]";
-  return text;
-}
-
-std::string short_quote(std::string_view text) {
-  const std::string clean = strip_ansi(text);
-  std::string s(truncate_utf8(clean, kShortQuote));
-  if (s.size() < clean.size()) s += " [...]";
-  return md_code_span(s);
-}
-
-json finding_json(const Finding& f) {
-  json j = json::object();
-  j["class"] = f.cls;
-  j["source"] = f.source;
-  j["line"] = f.line;
-  j["text"] = f.text;
-  j["truncated"] = f.truncated;
-  j["trusted"] = f.trusted;
-  j["rank"] = f.rank >= 0 ? json(f.rank) : json(nullptr);
-  j["host"] = f.host.empty() ? json(nullptr) : json(f.host);
-  j["time"] =
-      f.time_usec > 0 ? json(format_utc(f.time_usec, f.time_usec % 1000000 != 0)) : json(nullptr);
-  j["stage"] = f.stage.empty() ? json(nullptr) : json(f.stage);
-  if (!f.captures.empty()) {
-    json c = json::object();
-    for (const auto& [k, v] : f.captures)
-      c[k] = v;
-    j["captures"] = c;
-  }
-  if (f.traceback_line > 0) j["traceback_line"] = f.traceback_line;
-  return j;
 }
 
 template <typename T>
@@ -267,39 +204,6 @@ json tsdb_json(const tsdb::TsdbResult& result, const std::string& timeline_svg) 
 
 }  // namespace
 
-std::string md_prose(std::string_view s) {
-  const std::string p = printable(s);
-  std::string out;
-  out.reserve(p.size() + 8);
-  for (size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    switch (c) {
-      case '\\':
-      case '`':
-      case '*':
-      case '_':
-      case '[':
-      case ']':
-      case '<':
-      case '>':
-      case '|':
-      case '&':
-      case '~':
-      case '#':
-        out += '\\';
-        out += c;
-        break;
-      case '!':
-        if (i + 1 < p.size() && p[i + 1] == '[') out += '\\';
-        out += c;
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string render_markdown(const Triage& t) {
   std::string md;
   md +=
@@ -334,8 +238,8 @@ std::string render_markdown(const Triage& t) {
   md += "### Evidence\n\n";
   if (t.evidence.empty() && t.last_lines.empty()) md += "No log line names the failure.\n\n";
   for (const auto& f : t.evidence) {
-    md += "- " + where(f) + ":\n\n";
-    md += md_code_block({quote_line(f)}, "text");
+    md += "- " + finding_where_md(f) + ":\n\n";
+    md += md_code_block({finding_quote(f)}, "text");
     md += "\n";
   }
   for (const auto& n : t.evidence_notes)
@@ -408,8 +312,8 @@ std::string render_markdown(const Triage& t) {
   for (const auto& a : t.additional) {
     md += "- " + md_code_span(a.cls) + " (" + md_prose(a.title) + "), " + std::to_string(a.count) +
           " time" + (a.count == 1 ? "" : "s") + ", " + md_prose(a.relation) + "; first at " +
-          where(a.first) + ": " + short_quote(a.first.text);
-    if (a.last) md += "; last at " + where(*a.last);
+          finding_where_md(a.first) + ": " + finding_short_quote_md(a.first);
+    if (a.last) md += "; last at " + finding_where_md(*a.last);
     md += "\n";
   }
   md += "\n";

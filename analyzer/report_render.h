@@ -17,9 +17,4 @@ std::string render_markdown(const Triage& t);
 nlohmann::ordered_json triage_to_json(const Triage& t);
 std::string render_json(const Triage& t);
 
-// Markdown for prose that may hold untrusted words: printable() plus a backslash before every
-// character that can open markup inline (\ ` * _ [ ] < > | & ~ #  and ! before [). Keeps ordinary
-// punctuation readable in the raw file.
-std::string md_prose(std::string_view s);
-
 }  // namespace triage

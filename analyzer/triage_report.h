@@ -1,6 +1,7 @@
 // The triage of one job: what triage.md and triage.json are rendered from. It holds data, never
 // pre-rendered text: other parts of the analysis (the TSDB playbooks) add their result through
-// `tsdb` without touching the rest, and report_render.cpp renders every section.
+// `tsdb` without touching the rest, and report_render.cpp renders every section (each finding, of
+// the log, a node or the metrics, through finding_render.h).
 #pragma once
 
 #include <cstdint>

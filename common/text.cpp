@@ -234,6 +234,39 @@ size_t longest_backtick_run(std::string_view s) {
 }
 }  // namespace
 
+std::string md_prose(std::string_view s) {
+  const std::string p = printable(s);
+  std::string out;
+  out.reserve(p.size() + 8);
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    switch (c) {
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '<':
+      case '>':
+      case '|':
+      case '&':
+      case '~':
+      case '#':
+        out += '\\';
+        out += c;
+        break;
+      case '!':
+        if (i + 1 < p.size() && p[i + 1] == '[') out += '\\';
+        out += c;
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 std::string md_code_span(std::string_view s) {
   const std::string p = printable(s);
   const std::string ticks(longest_backtick_run(p) + 1, '`');

@@ -41,6 +41,11 @@ std::string md_code_span(std::string_view s);
 std::string md_table_cell(std::string_view s);
 std::string md_code_block(const std::vector<std::string>& lines, std::string_view info = "");
 
+// Markdown for prose that may hold untrusted words: printable() plus a backslash before every
+// character that can open markup inline (\ ` * _ [ ] < > | & ~ #  and ! before [). Lighter than
+// md_inline: ordinary punctuation stays readable in the raw file.
+std::string md_prose(std::string_view s);
+
 // Cuts `s` to at most `max_bytes` bytes without splitting a UTF-8 sequence.
 std::string_view truncate_utf8(std::string_view s, size_t max_bytes);
 

@@ -180,16 +180,15 @@ void judge_node_death(const HangMetrics& m, const Reading& rd, double start, Pla
     if (last > 0) a.time = last;
     a.text = last > 0 ? h + " stopped reporting metrics (last sample " + fmt_time(last) + ")"
                       : h + " drew no GPU power during the hang";
-    r.findings.push_back({"critical", a.text, {h}, a.time});
+    r.add_finding(Severity::kCritical, a.text, {h}, a.time);
     r.anomalies.push_back(a);
   }
   // What the dead nodes' hardware said before they went silent.
   for (const auto& c : m.dead_host_errors) {
-    r.findings.push_back(
-        {"critical",
-         c.metric + " rose by " + fmt(c.increase, 0) + " on " + c.where + " during the job",
-         {c.host},
-         std::nullopt});
+    r.add_finding(
+        Severity::kCritical,
+        c.metric + " rose by " + fmt(c.increase, 0) + " on " + c.where + " during the job",
+        {c.host}, std::nullopt);
   }
   r.next_steps.push_back(
       "Check the dead node(s) " + list_names(dead) +
@@ -260,7 +259,7 @@ void judge_network_trigger(const HangMetrics& m, const std::string& who, Playboo
              (e.amount > 0 ? " (+" + fmt(e.amount, 0) + " in the window, baseline " +
                                  fmt_rate(e.baseline) + ")"
                            : "");
-    r.findings.push_back({"critical", a.text, {e.host}, e.time});
+    r.add_finding(Severity::kCritical, a.text, {e.host}, e.time);
     r.anomalies.push_back(a);
   }
   r.next_steps.push_back(
@@ -384,9 +383,9 @@ PlaybookResult judge_hang(const HangMetrics& m, const GpuThresholds& g) {
     return r;
   }
   if (!rd.active_hosts.empty() && !rd.idle_hosts.empty()) {
-    r.findings.push_back(
-        {"warning", list_names(rd.idle_hosts) + " sat at idle-level while most hosts computed",
-         rd.idle_hosts, start});
+    r.add_finding(Severity::kWarning,
+                  list_names(rd.idle_hosts) + " sat at idle-level while most hosts computed",
+                  rd.idle_hosts, start);
   }
   if (c == HangCase::kMixedPower) {
     r.verdict = "inconclusive";

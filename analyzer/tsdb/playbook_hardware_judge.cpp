@@ -128,8 +128,8 @@ void judge_host_health(Judging& j, const MonitoringThresholds& mt) {
                                     .domain = "hardware",
                                     .text = "GPU driver errors on " + h});
     }
-    r.findings.push_back(
-        {errors ? "warning" : "info", h + ": " + join(signs, "; "), {h}, std::nullopt});
+    r.add_finding(errors ? Severity::kWarning : Severity::kInfo, h + ": " + join(signs, "; "), {h},
+                  std::nullopt);
     j.table.rows.push_back({h, "–",
                             errors ? "hw_dmesg_gpu_errors_total" : "hw_scrape_duration_seconds",
                             errors ? fmt(m.dmesg_errors.at(h), 0) : fmt_pct(100 * sf) + " slow",
@@ -167,7 +167,7 @@ void judge_heat(Judging& j, const GpuThresholds& g) {
     a.text = cat(hot.host, ":", hot.gpu, " reached ", fmt(hot.max_c, 0), " °C (throttling above ",
                  fmt(g.temp_throttle_c, 0), " °C)");
     r.anomalies.push_back(a);
-    r.findings.push_back({"warning", a.text, {hot.host}, a.time});
+    r.add_finding(Severity::kWarning, a.text, {hot.host}, a.time);
     const bool before_crash =
         j.m.failure_time && a.time <= *j.m.failure_time && *j.m.failure_time - a.time <= 900;
     HardwareVerdict v = component_verdict(hot.host, "cooling (gpu " + hot.gpu + ")",
@@ -194,7 +194,7 @@ void judge_ghosts(Judging& j) {
                        "): the exporter's collection loop was stuck and every hw_* value "
                        "of that host in that time is ghost data";
     if (gh.power_flat) text += " (GPU power held the exact same value too)";
-    r.findings.push_back({"warning", text, {gh.host}, gh.intervals.front().start});
+    r.add_finding(Severity::kWarning, text, {gh.host}, gh.intervals.front().start);
     const bool at_failure =
         j.m.failure_time &&
         std::any_of(gh.intervals.begin(), gh.intervals.end(),

@@ -80,12 +80,10 @@ EvidenceTable hosts_table(const HeartbeatMetrics& m, const std::vector<std::stri
 // Training progress across the stop, ghost data and checkpoint saves: context for any verdict.
 void context_findings(const HeartbeatMetrics& m, double stop, PlaybookResult& r) {
   if (m.step_at_stop && m.step_at_crash && *m.step_at_crash > *m.step_at_stop) {
-    r.findings.push_back({"info",
-                          "training advanced from step " + std::to_string(*m.step_at_stop) +
-                              " to " + std::to_string(*m.step_at_crash) +
-                              " after the heartbeats supposedly stopped",
-                          {},
-                          stop});
+    r.add_finding(Severity::kInfo,
+                  "training advanced from step " + std::to_string(*m.step_at_stop) + " to " +
+                      std::to_string(*m.step_at_crash) + " after the heartbeats supposedly stopped",
+                  {}, stop);
   }
   if (!m.ghost_at_stop.empty()) {
     r.notes.push_back(
@@ -93,7 +91,7 @@ void context_findings(const HeartbeatMetrics& m, double stop, PlaybookResult& r)
         " is ghost data at the heartbeat-stop time (the exporter's collection loop was stuck)");
   }
   if (m.stop_in_checkpoint)
-    r.findings.push_back({"info", "the heartbeat-stop time falls in a checkpoint save", {}, stop});
+    r.add_finding(Severity::kInfo, "the heartbeat-stop time falls in a checkpoint save", {}, stop);
 }
 
 void cause(PlaybookResult& r, double stop, const std::string& host, const std::string& metric,

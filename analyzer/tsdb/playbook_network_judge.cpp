@@ -102,16 +102,15 @@ void judge_hosts(const NetworkMetrics& m, const Ranked& ranked,
                   h});
     }
     if (n.cqe > 0)
-      r.findings.push_back(
-          {"warning", h + ": " + fmt(n.cqe, 0) + " RDMA CQE errors", {h}, std::nullopt});
+      r.add_finding(Severity::kWarning, h + ": " + fmt(n.cqe, 0) + " RDMA CQE errors", {h},
+                    std::nullopt);
     if (n.nic_errors > 0)
-      r.findings.push_back(
-          {"warning", h + ": " + fmt(n.nic_errors, 0) + " NIC errors", {h}, std::nullopt});
+      r.add_finding(Severity::kWarning, h + ": " + fmt(n.nic_errors, 0) + " NIC errors", {h},
+                    std::nullopt);
     if (n.tcp_aborts > 0) {
-      r.findings.push_back({"warning",
-                            h + ": " + fmt(n.tcp_aborts, 0) + " TCP connections aborted on timeout",
-                            {h},
-                            std::nullopt});
+      r.add_finding(Severity::kWarning,
+                    h + ": " + fmt(n.tcp_aborts, 0) + " TCP connections aborted on timeout", {h},
+                    std::nullopt);
     }
   }
 }
@@ -136,11 +135,11 @@ void throughput_finding(const NetworkMetrics& m, const std::vector<std::string>&
   if (during.size() < 3 || outside.size() < 3) return;
   const double a = median(during), b = median(outside);
   if (b > 0 && (b - a) / b >= 0.05) {
-    r.findings.push_back({"warning",
-                          "throughput was " + fmt_pct(100 * (b - a) / b) + " lower while " +
-                              list_names(degraded) + " retransmitted (" + fmt(a, 0) + " vs. " +
-                              fmt(b, 0) + " tokens/s per device)",
-                          degraded, std::nullopt});
+    r.add_finding(Severity::kWarning,
+                  "throughput was " + fmt_pct(100 * (b - a) / b) + " lower while " +
+                      list_names(degraded) + " retransmitted (" + fmt(a, 0) + " vs. " + fmt(b, 0) +
+                      " tokens/s per device)",
+                  degraded, std::nullopt);
   }
 }
 

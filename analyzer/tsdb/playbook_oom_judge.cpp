@@ -319,31 +319,27 @@ void context_findings(const OomMetrics& m, const HostThresholds& ht, const Focus
   const std::string& host = fo.f->host;
   const double at = m.failure_time.value_or(m.end);
   if (fo.ck_spikes > 0 && r.verdict != "checkpoint-spike") {
-    r.findings.push_back(
-        {"info",
-         std::to_string(fo.ck_spikes) + " memory spike(s) on " + host +
-             " line up with checkpoint saves and recovered: expected, not an OOM precursor",
-         {host},
-         std::nullopt});
+    r.add_finding(
+        Severity::kInfo,
+        std::to_string(fo.ck_spikes) + " memory spike(s) on " + host +
+            " line up with checkpoint saves and recovered: expected, not an OOM precursor",
+        {host}, std::nullopt);
   }
   auto it = m.around.find(host);
   if (it == m.around.end()) return;
   const auto& ar = it->second;
   if (ar.count("hw_mem_dirty_bytes") != 0 && ar.at("hw_mem_dirty_bytes") >= ht.dirty_high_bytes) {
-    r.findings.push_back({"warning",
-                          "dirty pages on " + host + " reached " +
-                              fmt_bytes(ar.at("hw_mem_dirty_bytes")) +
-                              " near the OOM (writeback backlog)",
-                          {host},
-                          at});
+    r.add_finding(Severity::kWarning,
+                  "dirty pages on " + host + " reached " + fmt_bytes(ar.at("hw_mem_dirty_bytes")) +
+                      " near the OOM (writeback backlog)",
+                  {host}, at);
   }
   if (ar.count("hw_io_pressure_full_pct") != 0 &&
       ar.at("hw_io_pressure_full_pct") >= ht.io_pressure_high_pct) {
-    r.findings.push_back({"warning",
-                          "I/O pressure on " + host + " reached " +
-                              fmt_pct(ar.at("hw_io_pressure_full_pct")) + " near the OOM",
-                          {host},
-                          at});
+    r.add_finding(Severity::kWarning,
+                  "I/O pressure on " + host + " reached " +
+                      fmt_pct(ar.at("hw_io_pressure_full_pct")) + " near the OOM",
+                  {host}, at);
   }
 }
 

@@ -2,6 +2,7 @@
 #include "analyzer/tsdb/playbook_table.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "analyzer/tsdb/playbook_context.h"
 #include "common/rules_file.h"
@@ -58,6 +59,17 @@ PlaybookResult new_playbook(std::string_view id) {
   r.id = e->id;
   r.title = e->title;
   return r;
+}
+
+void PlaybookResult::add_finding(Severity severity, std::string text,
+                                 std::vector<std::string> named_hosts, std::optional<double> time) {
+  Finding& f = findings.emplace_back();
+  f.source = "metrics:" + id;
+  f.severity = severity;
+  f.text = std::move(text);
+  if (named_hosts.size() == 1) f.host = named_hosts.front();
+  f.hosts = std::move(named_hosts);
+  if (time && std::isfinite(*time)) f.time_usec = std::llround(*time * 1e6);
 }
 
 std::vector<int> playbooks_for(const std::vector<std::string>& class_playbooks, bool full,

@@ -177,12 +177,11 @@ void clipping_finding(const std::vector<Rec>& grad, const std::vector<Rec>& raw_
   }
   const double med = median(ratio);
   if (std::isfinite(med) && med > 2) {
-    r.findings.push_back({"info",
-                          "raw grad norm is " + fmt(med, 1) +
-                              "x the clipped grad norm (median): gradient clipping "
-                              "is active on most steps",
-                          {},
-                          std::nullopt});
+    r.add_finding(Severity::kInfo,
+                  "raw grad norm is " + fmt(med, 1) +
+                      "x the clipped grad norm (median): gradient clipping "
+                      "is active on most steps",
+                  {}, std::nullopt);
   }
 }
 
@@ -200,11 +199,10 @@ double judge_step_time(Judging& j, const std::vector<Rec>& step_time) {
     }
   }
   if (ck_slow > 0) {
-    j.r.findings.push_back(
-        {"info",
-         std::to_string(ck_slow) + " slow step(s) at checkpoint saves: expected, not incidents",
-         {},
-         std::nullopt});
+    j.r.add_finding(
+        Severity::kInfo,
+        std::to_string(ck_slow) + " slow step(s) at checkpoint saves: expected, not incidents", {},
+        std::nullopt);
   }
   for (const auto& x : st) {
     if (!(std::isfinite(st_med) && x.v > limit)) continue;

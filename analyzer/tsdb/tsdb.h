@@ -23,6 +23,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "analyzer/finding.h"
 #include "analyzer/tsdb/prom_client.h"
 #include "common/kv_config.h"
 #include "common/model.h"
@@ -101,13 +102,6 @@ struct QueryRecord {
   double seconds = 0;
 };
 
-struct Finding {
-  std::string severity = "info";  // info | warning | critical
-  std::string text;
-  std::vector<std::string> hosts;
-  std::optional<double> time;
-};
-
 struct EvidenceTable {
   std::string title;
   std::vector<std::string> columns;
@@ -139,12 +133,17 @@ struct PlaybookResult {
   std::vector<std::string> gpus;   // "host:gpu"
   double window_start = 0;
   double window_end = 0;
-  std::vector<Finding> findings;
+  std::vector<Finding> findings;  // graded (info | warning | critical), source "metrics:<id>"
   std::vector<EvidenceTable> tables;
   std::vector<QueryRecord> evidence;
   std::vector<Anomaly> anomalies;
   std::vector<std::string> next_steps;
   std::vector<std::string> notes;
+
+  // Adds a finding of this playbook, at `time` (seconds since the epoch) when known. It is
+  // untrusted: the analysis marks it trusted once it knows the metrics came from the cluster.
+  void add_finding(Severity severity, std::string text, std::vector<std::string> named_hosts,
+                   std::optional<double> time);
 };
 
 // A per-host (or per-GPU, per-link) verdict from hardware counters only, never from training

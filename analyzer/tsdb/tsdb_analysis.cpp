@@ -161,7 +161,10 @@ bool analyse_source(PromClient& client, const std::string& host_label, const Tsd
       continue;
     }
     try {
-      res.playbooks.push_back(entry->run(ctx, res.hardware));
+      PlaybookResult& p = res.playbooks.emplace_back(entry->run(ctx, res.hardware));
+      // A finding is as trustworthy as the database it was read from.
+      for (auto& f : p.findings)
+        f.trusted = trusted;
     } catch (const std::exception& e) {
       res.notes.push_back("playbook " + std::to_string(n) + " failed: " + e.what());
     }

@@ -1,8 +1,10 @@
-// The `tsdb` object of triage.json (documented in docs/tsdb.md). NaN and infinities become null.
+// The `tsdb` object of triage.json (documented in docs/tsdb.md). NaN and infinities become null;
+// each playbook's findings are rendered like the log's (analyzer/finding_render.h).
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
+#include "analyzer/finding_render.h"
 #include "analyzer/tsdb/playbook_context.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/text.h"
@@ -32,6 +34,15 @@ json time_json(std::optional<double> t) {
 // Strings from a TSDB (label values) are the job's data: kept valid UTF-8 for the JSON writer.
 std::string safe(const std::string& s) {
   return is_valid_utf8(s) ? s : printable(s);
+}
+
+// A finding names hosts and label values: the same repair before the shared renderer sees it.
+Finding safe(Finding f) {
+  f.text = safe(f.text);
+  f.host = safe(f.host);
+  for (auto& h : f.hosts)
+    h = safe(h);
+  return f;
 }
 
 json labels_json(const Labels& l) {
@@ -121,12 +132,8 @@ json TsdbResult::to_json() const {
            {"gpus", strings(p.gpus)},
            {"window", {{"start", time_json(p.window_start)}, {"end", time_json(p.window_end)}}}};
     json f = json::array();
-    for (const auto& x : p.findings) {
-      f.push_back({{"severity", x.severity},
-                   {"text", safe(x.text)},
-                   {"hosts", strings(x.hosts)},
-                   {"time", time_json(x.time)}});
-    }
+    for (const auto& x : p.findings)
+      f.push_back(json(finding_json(safe(x))));
     b["findings"] = std::move(f);
     json tables = json::array();
     for (const auto& t : p.tables) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analyzer/finding_render.h"
 #include "analyzer/tsdb/playbook_context.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/text.h"
@@ -161,8 +162,8 @@ std::string TsdbResult::render_markdown(const MarkdownOptions& o) const {
   std::vector<std::string> items;
   for (const auto& p : playbooks) {
     for (const auto& f : p.findings) {
-      if (f.severity == "info") continue;
-      items.push_back((f.time ? fmt_time(*f.time) + " — " : std::string()) + f.text);
+      if (f.severity == Severity::kInfo) continue;
+      items.push_back(finding_timed_text(f));
     }
     for (const auto& a : p.anomalies) {
       if (a.kind != "cause") continue;

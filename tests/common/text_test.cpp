@@ -39,6 +39,11 @@ TEST(Markdown, InlineTextCannotOpenMarkupOrHtml) {
             "\\*bold\\* \\<script\\> \\[x\\]\\(y\\) \\`c\\` \\|");
 }
 
+TEST(Markdown, ProseCannotOpenMarkupButKeepsOrdinaryPunctuation) {
+  EXPECT_EQ(md_prose("*bold* <b> [x](y) `c` | ![i] 3.5 (ok) - done!"),
+            "\\*bold\\* \\<b\\> \\[x\\](y) \\`c\\` \\| \\!\\[i\\] 3.5 (ok) - done!");
+}
+
 TEST(Markdown, CodeBlockFenceOutgrowsBackticksInside) {
   const std::string block = md_code_block({"```", "text ````"});
   EXPECT_EQ(block.substr(0, 6), "`````\n");

@@ -14,6 +14,7 @@
 #include "analyzer/tsdb/playbook_heartbeat.h"
 #include "analyzer/tsdb/playbook_network.h"
 #include "analyzer/tsdb/playbook_oom.h"
+#include "analyzer/tsdb/playbook_table.h"
 #include "analyzer/tsdb/playbook_training.h"
 
 namespace triage::tsdb {
@@ -94,6 +95,40 @@ TEST(HangJudge, ARetransmitBurstAMinuteBeforeTheStallIsWhatTriggeredTheHang) {
   ASSERT_FALSE(r.anomalies.empty());
   EXPECT_EQ(r.anomalies.front().kind, "cause");
   EXPECT_EQ(r.anomalies.front().time, kT0 + 2340);
+}
+
+TEST(HangJudge, TheTriggeringBurstIsACriticalFindingOfTheHangPlaybookOnItsHostAtItsTime) {
+  auto m = two_nodes_after_step_316(300, 100);
+  m.network.push_back(NetEvent{.host = "node002",
+                               .device = "mlx5_0/1",
+                               .metric = "hw_rdma_retx_total",
+                               .what = "RDMA retransmits",
+                               .time = kT0 + 2340,
+                               .amount = 5000,
+                               .baseline = 0.1});
+  const auto r = judge_hang(m, mi355x());
+  const auto burst = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& f) {
+    return f.time_usec == static_cast<int64_t>(kT0 + 2340) * 1000000;
+  });
+  ASSERT_NE(burst, r.findings.end());
+  EXPECT_EQ(burst->source, "metrics:hang");
+  EXPECT_EQ(burst->severity, Severity::kCritical);
+  EXPECT_EQ(burst->hosts, std::vector<std::string>{"node002"});
+  EXPECT_EQ(burst->host, "node002");
+  // The judge does not know where the metrics came from: the analysis decides the trust.
+  EXPECT_FALSE(burst->trusted);
+}
+
+TEST(PlaybookFindings, AFindingOnSeveralHostsNamesThemAllAndNoSingleOne) {
+  PlaybookResult r = new_playbook("network-health");
+  r.add_finding(Severity::kWarning, "throughput fell", {"node001", "node002"}, std::nullopt);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const Finding& f = r.findings.front();
+  EXPECT_EQ(f.source, "metrics:network-health");
+  EXPECT_EQ(f.hosts, (std::vector<std::string>{"node001", "node002"}));
+  EXPECT_TRUE(f.host.empty());
+  EXPECT_EQ(f.time_usec, 0);
+  EXPECT_TRUE(f.cls.empty());
 }
 
 TEST(HangJudge, ANodeThatStoppedReportingLeftTheOthersWaitingForIt) {

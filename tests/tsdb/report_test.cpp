@@ -2,8 +2,10 @@
 // timeline, and the `slurm-triage tsdb` command driving all of it end to end.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -76,6 +78,34 @@ TEST_F(ReportTest, TheJsonCarriesSourceHostsWindowAndEachPlaybooksRealQueryResul
   EXPECT_GT(j["stats"]["queries"].get<int>(), 10);
   // Valid JSON text even with odd host names.
   EXPECT_TRUE(json::accept(j.dump()));
+}
+
+TEST_F(ReportTest, APlaybooksFindingsHaveTheLogFindingsKeysPlusTheirGradeAndHosts) {
+  // GPU driver errors in node002's dmesg: a warning of the hardware playbook.
+  sc_ = std::make_unique<Scenario>(ScenarioSpec{.hosts = {"node001", "node002"}});
+  const double from = sc_->at(600);
+  sc_->set("hw_dmesg_gpu_errors_total", [=](const SeriesKey& k, double t) -> std::optional<double> {
+    return k.host == "node002" && t >= from ? std::floor((t - from) / 60) + 1 : 0;
+  });
+  sc_->build_tsdb(job_dir());
+  const json j = analyse(request(*sc_, "signal-kill")).to_json();
+  const json* hw = nullptr;
+  for (const auto& p : j["playbooks"]) {
+    if (p["id"] == "hardware") hw = &p;
+  }
+  ASSERT_NE(hw, nullptr);
+  ASSERT_FALSE((*hw)["findings"].empty()) << j.dump(1);
+  const json& f = (*hw)["findings"][0];
+  std::set<std::string> keys;
+  for (const auto& [k, v] : f.items())
+    keys.insert(k);
+  EXPECT_EQ(keys, (std::set<std::string>{"class", "source", "line", "text", "truncated", "trusted",
+                                         "rank", "host", "time", "stage", "severity", "hosts"}));
+  EXPECT_EQ(f["source"], "metrics:hardware");
+  EXPECT_EQ(f["severity"], "warning");
+  EXPECT_EQ(f["hosts"], json::array({"node002"}));
+  EXPECT_EQ(f["host"], "node002");
+  EXPECT_EQ(f["trusted"], false) << "the job's own TSDB is user-writable";
 }
 
 TEST_F(ReportTest, TheMarkdownFollowsTheDiagnosisLayoutAndEscapesWhatTheTsdbSays) {

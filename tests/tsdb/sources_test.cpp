@@ -1,6 +1,7 @@
 // Where the metrics come from, and what happens when a piece is missing: a live job (its lock, its
 // own server), the write-ahead log of a crashed job, a cluster Prometheus, the wrong database, and
 // the days when there is nothing to read.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -267,36 +268,49 @@ TEST_F(SourcesTest, TheLastMinutesBeforeACrashAreReadFromTheWriteAheadLog) {
 
 // ---- a cluster Prometheus ----
 
-TEST_F(SourcesTest, AClusterPrometheusIsScopedToTheJobsNodesAndItsCountersAreTrusted) {
-  // Four nodes in the cluster database, labelled instance="nodeNNN:9100"; the job ran on two.
-  Scenario sc({.hosts = {"node001", "node002", "node003", "node004"},
-               .duration_s = 1800,
-               .host_label = "instance",
-               .host_suffix = ":9100"});
+// Four nodes in a cluster database, labelled instance="nodeNNN:9100"; the job ran on two.
+ScenarioSpec cluster_of_four() {
+  return {.hosts = {"node001", "node002", "node003", "node004"},
+          .duration_s = 1800,
+          .host_label = "instance",
+          .host_suffix = ":9100"};
+}
+
+class ClusterTest : public SourcesTest {
+ protected:
+  // Serves the scenario as the cluster's Prometheus and analyses a node-fail of the job on
+  // node001 and node002 against it.
+  TsdbResult analyse_in_cluster(const Scenario& sc) {
+    sc.build_tsdb(dir_ + "/cluster");
+    LaunchOptions lo;
+    lo.binary = find_executable("prometheus");
+    lo.scratch_parent = dir_;
+    LocalPrometheus cluster(lo);
+    copy_tsdb(scan_tsdb_dir(dir_ + "/cluster"), cluster.data_dir(), {});
+    cluster.start();
+
+    TsdbRequest req;
+    req.job_start = sc.start();
+    req.job_end = sc.end();
+    req.hosts = {"node001", "node002"};
+    req.triage_class = "node-fail";
+    req.cluster_url = cluster.url();
+    req.host_label = "instance";
+    req.scratch_dir = dir_ + "/scratch";
+    req.rule_layers = {TSDB_RULES_DIR};
+    return analyse(req);
+  }
+};
+
+TEST_F(ClusterTest, AClusterPrometheusIsScopedToTheJobsNodesAndItsCountersAreTrusted) {
+  Scenario sc(cluster_of_four());
   const double when = sc.at(900);
   auto ue = sc.base("hw_gpu_ras_umc_ue_total");
   sc.set("hw_gpu_ras_umc_ue_total", [=](const SeriesKey& k, double t) -> std::optional<double> {
     // A fault on node002 (in the job) and one on node004 (another job's node).
     return (k.host == "node002" || k.host == "node004") && k.gpu == 0 && t >= when ? 1 : *ue(k, t);
   });
-  sc.build_tsdb(dir_ + "/cluster");
-  LaunchOptions lo;
-  lo.binary = find_executable("prometheus");
-  lo.scratch_parent = dir_;
-  LocalPrometheus cluster(lo);
-  copy_tsdb(scan_tsdb_dir(dir_ + "/cluster"), cluster.data_dir(), {});
-  cluster.start();
-
-  TsdbRequest req;
-  req.job_start = sc.start();
-  req.job_end = sc.end();
-  req.hosts = {"node001", "node002"};
-  req.triage_class = "node-fail";
-  req.cluster_url = cluster.url();
-  req.host_label = "instance";
-  req.scratch_dir = dir_ + "/scratch";
-  req.rule_layers = {TSDB_RULES_DIR};
-  const auto res = analyse(req);
+  const auto res = analyse_in_cluster(sc);
   EXPECT_EQ(res.source.kind, "cluster") << dump(res);
   EXPECT_TRUE(res.source.trusted);
   EXPECT_EQ(res.hosts, (std::vector<std::string>{"node001", "node002"}));
@@ -305,6 +319,21 @@ TEST_F(SourcesTest, AClusterPrometheusIsScopedToTheJobsNodesAndItsCountersAreTru
   EXPECT_EQ(hw.gpus, std::vector<std::string>{"node002:0"});
   ASSERT_EQ(res.hardware.size(), 1u);
   EXPECT_TRUE(res.hardware.front().source_trusted);
+}
+
+TEST_F(ClusterTest, WhatTheClustersMetricsShowIsATrustedFinding) {
+  Scenario sc(cluster_of_four());
+  const double from = sc.at(600);
+  sc.set("hw_dmesg_gpu_errors_total", [=](const SeriesKey& k, double t) -> std::optional<double> {
+    return k.host == "node002" && t >= from ? std::floor((t - from) / 60) + 1 : 0;
+  });
+  const auto res = analyse_in_cluster(sc);
+  const auto& hw = playbook(res, "hardware");
+  ASSERT_FALSE(hw.findings.empty()) << dump(res);
+  for (const auto& f : hw.findings) {
+    EXPECT_TRUE(f.trusted) << f.text;
+    EXPECT_EQ(f.source, "metrics:hardware");
+  }
 }
 
 }  // namespace
