@@ -440,7 +440,7 @@ namespace {
 std::string copy_program(const std::string& program, const std::string& dir,
                          const std::string& name) {
   make_dirs(dir);
-  const std::string copy = dir + "/" + name;
+  std::string copy = dir + "/" + name;
   fs::copy_file(program, copy, fs::copy_options::overwrite_existing);
   ::chmod(copy.c_str(), 0755);
   return copy;
@@ -459,7 +459,7 @@ std::string analyzer_cli_in(const std::string& dir) {
   ::chmod((root + "/rules").c_str(), 0755);
   for (const auto& e : fs::recursive_directory_iterator(root + "/rules"))
     ::chmod(e.path().c_str(), e.is_directory() ? 0755 : 0644);
-  const std::string wrapper = root + "/slurm-triage";
+  std::string wrapper = root + "/slurm-triage";
   write_file(wrapper,
              "#!/bin/sh\nSLURM_TRIAGE_DATADIR='" + root + "' exec '" + binary + "' \"$@\"\n", 0755);
   return wrapper;
