@@ -17,6 +17,7 @@ namespace {
 
 using testing::AgentHarness;
 using testing::eventually;
+using testing::field;
 using testing::kNobody;
 using testing::kNogroup;
 using testing::lifecycle;
@@ -170,15 +171,15 @@ TEST_F(JobEnd, TheBatchHostRunsTheAnalysisAsTheOwnerWithEveryNodesEvidence) {
   ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 4242)).empty(); }));
   ASSERT_EQ(records.size(), 1u);
   const nlohmann::json& r = records[0];
-  EXPECT_EQ(r["argv"], (nlohmann::json{testing::fake_analyzer_path(), "analyze", "--evidence", "-",
-                                       "--write", "--format", "json", "--mode", "full",
-                                       work + "/outputs/4242-llama-70b.log"}));
-  EXPECT_EQ(r["uid"], kNobody);
-  EXPECT_EQ(r["euid"], kNobody);
-  EXPECT_EQ(r["gid"], kNogroup);
-  for (const auto& g : r["groups"])
+  EXPECT_EQ(field(r, "argv"), (nlohmann::json{a.config.analyzer_path, "analyze", "--evidence", "-",
+                                              "--write", "--format", "json", "--mode", "full",
+                                              work + "/outputs/4242-llama-70b.log"}));
+  EXPECT_EQ(field(r, "uid"), kNobody);
+  EXPECT_EQ(field(r, "euid"), kNobody);
+  EXPECT_EQ(field(r, "gid"), kNogroup);
+  for (const auto& g : field(r, "groups"))
     EXPECT_NE(g.get<gid_t>(), 0u) << "root's groups were dropped";
-  EXPECT_EQ(r["cwd"], "/");
+  EXPECT_EQ(field(r, "cwd"), "/");
 
   const Evidence ev = evidence_from_json(r["evidence"], "stdin");
   EXPECT_EQ(ev.job.source, "slurmctld");
@@ -293,11 +294,11 @@ TEST_F(JobEnd, AnAnalysisThatHangsIsKilledAndTheQueueMovesOn) {
   EXPECT_LE(most_running, 1.0) << "AnalysisConcurrency=1";
   const auto hang = summaries(a.dir() + "/spool", 91);
   ASSERT_EQ(hang.size(), 1u);
-  EXPECT_EQ(hang[0]["result"], "timeout");
+  EXPECT_EQ(field(hang[0], "result"), "timeout");
   const auto crash = summaries(a.dir() + "/spool", 92);
   ASSERT_EQ(crash.size(), 1u);
-  EXPECT_EQ(crash[0]["result"], "failed");
-  EXPECT_EQ(crash[0]["exit"], "exit 3");
+  EXPECT_EQ(field(crash[0], "result"), "failed");
+  EXPECT_EQ(field(crash[0], "exit"), "exit 3");
   EXPECT_NE(crash[0].value("error", "").find("crashing as asked"), std::string::npos);
   EXPECT_EQ(summaries(a.dir() + "/spool", 93)[0]["result"], "ok");
   // The hung analyzer is gone, not left behind.

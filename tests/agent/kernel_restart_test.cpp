@@ -174,7 +174,7 @@ TEST_P(KernelRestart, KillNineWhileReadingLosesNoEventAndDuplicatesNone) {
   write_file(conf, "NodeName=node001\nSpoolDir=" + dir.path() + "/spool\nSocketPath=" + dir.path() +
                        "/agent.sock\nHttpAddress=127.0.0.1\nHttpPort=0\n" + stream.config() +
                        "ProcRoot=" + dir.path() + "/proc\nSysfsRoot=" + dir.path() +
-                       "/sys\nAnalyzerPath=" + testing::fake_analyzer_path() + "\n");
+                       "/sys\nAnalyzerPath=" + testing::fake_analyzer_in(dir.path()) + "\n");
   const std::string slurm_conf = dir / "slurm.conf";
   write_file(slurm_conf, "ClusterName=triage-test\nSlurmctldHost=localhost\n");
   const std::string log = dir / "agent.log";

@@ -128,7 +128,7 @@ TEST(AgentRestart, KillNineAtAnyMomentLosesNothingAndDuplicatesNothing) {
                                 "/agent.sock\nHttpAddress=127.0.0.1\nHttpPort=0\nKernelSource="
                                 "none\nEvidenceSettleDelay=0\n"
                                 "AnalyzerPath=" +
-                                testing::fake_analyzer_path() + "\nProcRoot=" + dir.path() +
+                                testing::fake_analyzer_in(dir.path()) + "\nProcRoot=" + dir.path() +
                                 "\nSysfsRoot=" + dir.path() + "\n");
   const std::string log = dir / "agent.log";
   const std::vector<nlohmann::json> messages = job_messages(work);

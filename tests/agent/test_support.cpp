@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "agent/munge_auth.h"
+#include "common/build_config.h"
 #include "common/text.h"
 
 namespace triage::agent::testing {
@@ -215,7 +216,7 @@ AgentConfig test_config(const std::string& dir, const std::string& node, const s
       "NodeName=" + node + "\n" + "SpoolDir=" + dir + "/spool\n" + "SocketPath=" + dir +
       "/agent.sock\n" + "HttpAddress=127.0.0.1\nHttpPort=0\nKernelSource=none\n" +
       "ProcRoot=" + dir + "/proc\n" + "SysfsRoot=" + dir + "/sys\n" +
-      "AnalyzerPath=" + fake_analyzer_path() + "\n" +
+      "AnalyzerPath=" + fake_analyzer_in(dir) + "\n" +
       "EvidenceSettleDelay=0\nPeerFetchTimeout=5s\nDStatePersistentAfter=0\n" + extra;
   ConfigLoad load = load_agent_config_text(text, "test.conf");
   if (!load.errors.empty()) throw std::runtime_error(load.errors.front().what());
@@ -419,6 +420,11 @@ std::optional<double> metric_value(const std::string& text, const std::string& s
   return std::nullopt;
 }
 
+nlohmann::json field(const nlohmann::json& record, const std::string& key) {
+  if (!record.is_object() || !record.contains(key)) return nullptr;
+  return record.at(key);
+}
+
 bool eventually(const std::function<bool()>& pred, int ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -428,9 +434,37 @@ bool eventually(const std::function<bool()>& pred, int ms) {
   return pred();
 }
 
-std::string fake_analyzer_path() {
-  return FAKE_ANALYZER_PATH;
+namespace {
+
+// `program` copied to `dir`/`name`, in a directory (mode 0755) any user can enter.
+std::string copy_program(const std::string& program, const std::string& dir,
+                         const std::string& name) {
+  make_dirs(dir);
+  std::string copy = dir + "/" + name;
+  fs::copy_file(program, copy, fs::copy_options::overwrite_existing);
+  ::chmod(copy.c_str(), 0755);
+  return copy;
 }
+
+}  // namespace
+
+std::string fake_analyzer_in(const std::string& dir) {
+  return copy_program(FAKE_ANALYZER_PATH, dir + "/bin", "fake_analyzer");
+}
+
+std::string analyzer_cli_in(const std::string& dir) {
+  const std::string root = dir + "/analyzer";
+  const std::string binary = copy_program(TRIAGE_CLI_PATH, root, "slurm-triage.bin");
+  fs::copy(kSourceRulesDir, root + "/rules", fs::copy_options::recursive);
+  ::chmod((root + "/rules").c_str(), 0755);
+  for (const auto& e : fs::recursive_directory_iterator(root + "/rules"))
+    ::chmod(e.path().c_str(), e.is_directory() ? 0755 : 0644);
+  std::string wrapper = root + "/slurm-triage";
+  write_file(wrapper,
+             "#!/bin/sh\nSLURM_TRIAGE_DATADIR='" + root + "' exec '" + binary + "' \"$@\"\n", 0755);
+  return wrapper;
+}
+
 std::string cli_path() {
   return TRIAGE_CLI_PATH;
 }

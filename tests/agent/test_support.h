@@ -136,15 +136,27 @@ void write_sysfs_tree(const std::string& root, const std::vector<FakeGpu>& gpus)
 // The value of one series ("name{labels}" exactly as rendered) in Prometheus text, if present.
 std::optional<double> metric_value(const std::string& text, const std::string& series);
 
+// `record`'s `key`, or null when it has none (or is no object): a missing key then fails the
+// check that reads it, with the record in the message, instead of aborting the test binary as a
+// const json's operator[] does.
+nlohmann::json field(const nlohmann::json& record, const std::string& key);
+
 // The analysis summaries ({"r":"analysis",...}) in a job's spool file, oldest first.
 std::vector<nlohmann::json> analysis_summaries(const std::string& spool, uint64_t job);
 
 // Waits up to `ms` for `pred`; true if it became true.
 bool eventually(const std::function<bool()>& pred, int ms = 10000);
 
-// The fake analyzer program (built beside the tests).
-std::string fake_analyzer_path();
-// The slurm-triage CLI built in this tree.
+// The agent runs the analyzer as the job's owner, who may not reach the build tree (a checkout
+// under /root or a mktemp -d is closed to other users). So an agent under test runs a copy in its
+// own world-traversable directory `dir` (as a package puts it under /usr); these return the copy.
+// The fake analyzer (built beside the tests), copied to `dir`/bin/.
+std::string fake_analyzer_in(const std::string& dir);
+// The slurm-triage CLI built in this tree, copied to `dir`/analyzer/ with the shipped rules it
+// reads; the returned path is a wrapper pointing SLURM_TRIAGE_DATADIR at them (the agent starts
+// the analyzer with a clean environment).
+std::string analyzer_cli_in(const std::string& dir);
+// The slurm-triage CLI built in this tree, for running as root.
 std::string cli_path();
 
 // A lifecycle message as the plugin sends it.

@@ -21,6 +21,7 @@ namespace {
 
 using agent::testing::AgentHarness;
 using agent::testing::eventually;
+using agent::testing::field;
 using agent::testing::kNobody;
 using agent::testing::kNogroup;
 using agent::testing::lifecycle;
@@ -132,17 +133,17 @@ TEST_F(AnalysisFaults, AnAnalyzerThatHangsOrIsKilledIsRecordedAndTheNextJobIsAna
 
   const auto hung = summary_of(501);
   ASSERT_EQ(hung.size(), 1u);
-  EXPECT_EQ(hung[0]["result"], "timeout");
-  EXPECT_EQ(hung[0]["exit"], "signal SIGKILL") << "the agent killed it at AnalysisTimeout";
+  EXPECT_EQ(field(hung[0], "result"), "timeout");
+  EXPECT_EQ(field(hung[0], "exit"), "signal SIGKILL") << "the agent killed it at AnalysisTimeout";
   const auto killed = summary_of(502);
   ASSERT_EQ(killed.size(), 1u);
-  EXPECT_EQ(killed[0]["result"], "failed");
-  EXPECT_EQ(killed[0]["exit"], "signal SIGKILL");
+  EXPECT_EQ(field(killed[0], "result"), "failed");
+  EXPECT_EQ(field(killed[0], "exit"), "signal SIGKILL");
   EXPECT_NE(killed[0].value("error", "").find("killing itself"), std::string::npos)
       << killed[0].dump();
   const auto fine = summary_of(503);
   ASSERT_EQ(fine.size(), 1u);
-  EXPECT_EQ(fine[0]["result"], "ok") << "the queue moved on";
+  EXPECT_EQ(field(fine[0], "result"), "ok") << "the queue moved on";
 
   EXPECT_EQ(analyses("timeout"), 1);
   EXPECT_EQ(analyses("failed"), 1);
@@ -169,8 +170,8 @@ TEST_F(AnalysisFaults, APeerThatAcceptsButNeverAnswersCostsOnlyThePeerTimeout) {
   const auto sums = summary_of(601);
   const auto waited = std::chrono::steady_clock::now() - t0;
   ASSERT_EQ(sums.size(), 1u);
-  EXPECT_EQ(sums[0]["result"], "ok") << sums[0].dump();
-  EXPECT_EQ(sums[0]["unreachable_nodes"], nlohmann::json::array({"node-s"}));
+  EXPECT_EQ(field(sums[0], "result"), "ok") << sums[0].dump();
+  EXPECT_EQ(field(sums[0], "unreachable_nodes"), nlohmann::json::array({"node-s"}));
   // The fetch gives up at PeerFetchTimeout (plus curl's bookkeeping); generous slack for ASan.
   EXPECT_LT(waited, std::chrono::milliseconds(1500) + std::chrono::seconds(8));
   EXPECT_EQ(metric_value(a.agent().metrics(), R"(triage_peer_fetch_failures_total{host="node-a"})"),
@@ -180,7 +181,7 @@ TEST_F(AnalysisFaults, APeerThatAcceptsButNeverAnswersCostsOnlyThePeerTimeout) {
   for (const auto& entry : std::filesystem::directory_iterator(work)) {
     if (entry.path().filename().string().rfind("analyzer-601-", 0) != 0) continue;
     const auto rec = nlohmann::json::parse(read_file(entry.path().string()), nullptr, false);
-    for (const auto& node : rec["evidence"]["nodes"]) {
+    for (const auto& node : field(field(rec, "evidence"), "nodes")) {
       if (node.value("host", "") != "node-s") continue;
       named = true;
       EXPECT_EQ(node.value("reachable", true), false);
@@ -193,7 +194,7 @@ TEST_F(AnalysisFaults, APeerThatAcceptsButNeverAnswersCostsOnlyThePeerTimeout) {
 // The real analyzer: a job that died with exit 9 is a failed job, which `slurm-triage analyze`
 // reports with its exit 1. That is a successful analysis, not a failed one.
 TEST_F(AnalysisFaults, AFailedJobReportedByTheRealAnalyzerIsASuccessfulAnalysis) {
-  a.config.analyzer_path = agent::testing::cli_path();
+  a.config.analyzer_path = agent::testing::analyzer_cli_in(a.dir());
   a.start();
   write_file(work + "/outputs/701-train.log",
              "step 10 loss 2.31\nTraceback (most recent call last):\n  File \"train.py\", line 9\n"
@@ -204,9 +205,10 @@ TEST_F(AnalysisFaults, AFailedJobReportedByTheRealAnalyzerIsASuccessfulAnalysis)
   run_job(701, "node-a", "train", 9);
   const auto sums = summary_of(701, 60000);
   ASSERT_EQ(sums.size(), 1u);
-  EXPECT_EQ(sums[0]["exit"], "exit 1") << sums[0].dump();
-  EXPECT_EQ(sums[0]["result"], "ok") << sums[0].dump();
-  EXPECT_EQ(sums[0]["status"], "failed") << "the job's status comes from the analyzer's answer";
+  EXPECT_EQ(field(sums[0], "exit"), "exit 1") << sums[0].dump();
+  EXPECT_EQ(field(sums[0], "result"), "ok") << sums[0].dump();
+  EXPECT_EQ(field(sums[0], "status"), "failed")
+      << "the job's status comes from the analyzer's answer";
   EXPECT_FALSE(sums[0].contains("error"));
   EXPECT_EQ(analyses("ok"), 1);
   EXPECT_EQ(analyses("failed"), 0);

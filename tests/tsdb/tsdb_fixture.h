@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -49,13 +50,22 @@ class TsdbTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::string(TSDB_TEST_TMP) + "/" + info->test_suite_name() + "." + info->name() + "." +
-           std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
+    // Outside the build tree: the command under test reads job directories as their owner, who
+    // cannot reach a checkout under a directory closed to other users (/root, a mktemp -d).
+    std::string tmpl =
+        std::string("/tmp/triage-tsdb-") + info->test_suite_name() + "." + info->name() + "-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) FAIL() << "mkdtemp " << tmpl << " failed";
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0755);
     std::filesystem::create_directories(dir_ + "/scratch");
   }
   void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (dir_.empty()) return;
+    if (HasFailure()) {
+      std::cout << "kept for a look: " << dir_ << "\n";
+    } else {
+      std::filesystem::remove_all(dir_);
+    }
   }
 
   std::string job_dir(const std::string& name = "job") const { return dir_ + "/" + name; }
