@@ -225,7 +225,7 @@ bool parse_kernel_tag(std::string_view s, size_t& consumed, std::string_view& ho
   size_t after = 0;
   // syslogd's console broadcast indents the tag: " kernel:[405108.698255] watchdog: ..."
   const size_t lead = s.find_first_not_of(' ');
-  if (lead != std::string_view::npos && lead <= 2 && tag_at(lead, after)) {
+  if (lead <= 2 && tag_at(lead, after)) {
     host = {};
     consumed = after;
     return true;
@@ -317,11 +317,7 @@ ParsedLine parse_kernel_line(std::string_view line, int64_t now_usec) {
     out.realtime_usec = t;
     timestamped = true;
   }
-  if (timestamped) {
-    pos = skip_one_space(line, pos + n);
-  } else if (parse_human_bracket(rest, n)) {
-    pos = skip_one_space(line, pos + n);
-  }
+  if (timestamped || parse_human_bracket(rest, n)) pos = skip_one_space(line, pos + n);
 
   std::string_view host;
   if (parse_kernel_tag(line.substr(pos), n, host)) {
