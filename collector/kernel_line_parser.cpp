@@ -98,6 +98,38 @@ int month_number(std::string_view m) {
   return 0;
 }
 
+// dmesg -H (--human): "[Nov21 12:00]" on a minute's first line, then "[  +0.000049]" deltas.
+// Neither says when the line was printed, so they are only removed.
+bool parse_human_bracket(std::string_view s, size_t& consumed) {
+  if (s.size() < 4 || s[0] != '[') return false;
+  const size_t close = s.find(']');
+  if (close > 24) return false;  // also when there is none (npos)
+  std::string_view inner = s.substr(1, close - 1);
+  while (!inner.empty() && inner.front() == ' ')
+    inner.remove_prefix(1);
+  int64_t ignored = 0;
+  const bool delta =
+      !inner.empty() && inner.front() == '+' && parse_seconds(inner.substr(1), ignored);
+  // "Nov21 12:00" or "Nov 1 12:00"
+  const auto is_clock = [](std::string_view c) {
+    return c.size() == 5 && is_digit(c[0]) && is_digit(c[1]) && c[2] == ':' && is_digit(c[3]) &&
+           is_digit(c[4]);
+  };
+  const size_t sp = inner.rfind(' ');
+  bool minute = false;
+  if (!delta && inner.size() >= 10 && sp != std::string_view::npos &&
+      is_clock(inner.substr(sp + 1))) {
+    std::string_view day = inner.substr(3, sp - 3);
+    while (!day.empty() && day.front() == ' ')
+      day.remove_prefix(1);
+    minute = month_number(inner.substr(0, 3)) != 0 && !day.empty() && day.size() <= 2 &&
+             is_digit(day.front()) && is_digit(day.back());
+  }
+  if (!delta && !minute) return false;
+  consumed = close + 1;
+  return true;
+}
+
 int year_of(int64_t usec) {
   const auto t = static_cast<time_t>(usec / 1000000);
   struct tm tm {};
@@ -191,14 +223,26 @@ bool parse_kernel_tag(std::string_view s, size_t& consumed, std::string_view& ho
     return true;
   };
   size_t after = 0;
-  if (tag_at(0, after)) {
+  // syslogd's console broadcast indents the tag: " kernel:[405108.698255] watchdog: ..."
+  const size_t lead = s.find_first_not_of(' ');
+  if (lead <= 2 && tag_at(lead, after)) {
     host = {};
     consumed = after;
     return true;
   }
   const size_t sp = s.find(' ');
   if (sp == std::string_view::npos || sp == 0 || sp > 255) return false;
-  if (tag_at(sp + 1, after)) {
+  size_t tag = sp + 1;
+  // Templates that print the severity before the tag: "host INFO kernel: ..." (SONiC's rsyslog).
+  static constexpr std::array<std::string_view, 9> kSeverities = {
+      "EMERG ", "ALERT ", "CRIT ", "ERR ", "WARNING ", "WARN ", "NOTICE ", "INFO ", "DEBUG "};
+  for (const auto sev : kSeverities) {
+    if (starts_with(s.substr(tag), sev)) {
+      tag += sev.size();
+      break;
+    }
+  }
+  if (tag_at(tag, after)) {
     host = s.substr(0, sp);
     consumed = after;
     return true;
@@ -273,7 +317,7 @@ ParsedLine parse_kernel_line(std::string_view line, int64_t now_usec) {
     out.realtime_usec = t;
     timestamped = true;
   }
-  if (timestamped) pos = skip_one_space(line, pos + n);
+  if (timestamped || parse_human_bracket(rest, n)) pos = skip_one_space(line, pos + n);
 
   std::string_view host;
   if (parse_kernel_tag(line.substr(pos), n, host)) {

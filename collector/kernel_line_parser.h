@@ -9,6 +9,9 @@
 //   <6>[  123.456789] msg                           dmesg -r
 //   kern  :err   : [  123.456789] msg               dmesg -x
 //   kernel: msg                                     a bare tag
+//    kernel:[  123.456789] msg                      syslogd's console broadcast
+//   Apr  9 21:05:38 node003 INFO kernel: msg        rsyslog templates with the severity
+//   [Nov21 12:00] msg, [  +0.000049] msg            dmesg -H (no time is taken from them)
 // plus printk caller ids ("[  T1234] "), kern.log's inner "[  123.456789] " after the tag, and
 // journalctl's "-- Boot <id> --" separators.
 #pragma once

@@ -9,7 +9,7 @@ namespace triage::collector {
 
 namespace {
 
-constexpr std::array<std::string_view, 20> kKinds = {"oom-kill",
+constexpr std::array<std::string_view, 21> kKinds = {"oom-kill",
                                                      "gpu-ras-uncorrectable",
                                                      "gpu-ras-correctable",
                                                      "gpu-hardware-error",
@@ -28,6 +28,7 @@ constexpr std::array<std::string_view, 20> kKinds = {"oom-kill",
                                                      "nfs-timeout",
                                                      "lustre-error",
                                                      "link-down",
+                                                     "nic-init-failure",
                                                      "kernel-oops"};
 
 constexpr std::array<std::string_view, 5> kActions = {"none", "investigate", "reset-gpu", "drain",

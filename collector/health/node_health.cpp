@@ -131,6 +131,12 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
         f.add(kDrain, describe(e), "reboot-at-job-boundary", e.id);
         continue;
       }
+      // A GPU that the catalog says needs a reset (an error, not a warning such as a pending row
+      // remap) fails every job placed on it until then, and a reset needs the GPU idle.
+      if (e.action == "reset-gpu" && e.severity >= Severity::kError) {
+        f.add(kDrain, describe(e), "reset-gpu", e.id);
+        continue;
+      }
       if (e.kind == "gpu-ras-uncorrectable" || e.kind == "gpu-fallen-off-bus" ||
           e.kind == "gpu-init-failure") {
         f.add(kDrain, describe(e), "drain", e.id);
@@ -153,11 +159,13 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
       } else if (e.kind == "nvidia-xid" || e.kind == "stuck-sysfs-read" ||
                  e.kind == "gpu-driver-oops" || e.kind == "gpu-hardware-error" ||
                  e.kind == "soft-lockup" || e.kind == "rcu-stall" || e.kind == "mce" ||
-                 e.kind == "link-down") {
+                 e.kind == "link-down" || e.kind == "nic-init-failure" || e.kind == "nfs-timeout" ||
+                 e.kind == "lustre-error") {
+        // A file system this node cannot reach stalls the jobs placed on it as surely as a
+        // failing part does, whoever's fault the outage is.
         f.add(kDegraded, describe(e), e.action.empty() ? "investigate" : e.action, e.id);
       }
-      // oom-kill, gpu-page-fault, nfs-timeout, lustre-error, records-lost: about jobs or
-      // shared services, not this node's hardware.
+      // oom-kill, gpu-page-fault, records-lost: about jobs, not this node.
     }
   }
 

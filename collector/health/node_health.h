@@ -3,9 +3,11 @@
 // sampler. Nothing from a job's own files ever reaches this function.
 //
 //   drain-recommended  the node should take no new jobs (uncorrectable errors, fatal PCIe errors,
-//                      a catalog action of drain, repeated resets, D-state pile-up in amdgpu paths
+//                      a catalog action of drain, a GPU that needs a reset (reset-gpu at error
+//                      severity or worse), repeated resets, D-state pile-up in amdgpu paths
 //                      that only a reboot clears: action reboot-at-job-boundary)
-//   degraded           worth watching (correctable errors, one reset, stuck sysfs reads, ...)
+//   degraded           worth watching (correctable errors, one reset, stuck sysfs reads, an
+//                      unreachable file system, ...)
 //   healthy            nothing of the above
 #pragma once
 

@@ -61,9 +61,16 @@ TEST(NodeHealth, XidsFollowTheCatalogsAction) {
     const NodeVerdict v = judge({xid(code, "none", "x" + std::to_string(code))});
     EXPECT_EQ(v.verdict, "healthy") << "Xid " << code;
   }
+  // Xid 62 (micro-controller halted): the GPU fails every job until it is reset.
   const NodeVerdict reset = judge({xid(62, "reset-gpu", "x62")});
-  EXPECT_EQ(reset.verdict, "degraded");
+  EXPECT_EQ(reset.verdict, "drain-recommended");
   EXPECT_EQ(reset.reasons[0].action, "reset-gpu");
+  // Xid 63 (a row remap waits for the next reset) is a warning: the GPU keeps working.
+  KernelEvent pending = xid(63, "reset-gpu", "x63");
+  pending.severity = Severity::kWarning;
+  const NodeVerdict later = judge({pending});
+  EXPECT_EQ(later.verdict, "degraded");
+  EXPECT_EQ(later.reasons[0].action, "reset-gpu");
 }
 
 TEST(NodeHealth, OneGpuResetIsWorthWatchingThreeAreADrain) {
@@ -167,10 +174,22 @@ TEST(NodeHealth, StuckSysfsReadsDegrade) {
 
 TEST(NodeHealth, ApplicationSideEventsDoNotMakeTheNodeUnhealthy) {
   EXPECT_EQ(judge({make_event("o1", "oom-kill", kNow - kHour),
-                   make_event("p1", "gpu-page-fault", kNow - kHour),
-                   make_event("n1", "nfs-timeout", kNow - kHour)})
+                   make_event("p1", "gpu-page-fault", kNow - kHour)})
                 .verdict,
             "healthy");
+}
+
+TEST(NodeHealth, AFileSystemOrANetworkAdapterTheNodeCannotUseDegradesIt) {
+  for (const char* kind : {"nfs-timeout", "lustre-error", "nic-init-failure"}) {
+    KernelEvent e = make_event("n1", kind, kNow - kHour);
+    e.action = "investigate";
+    EXPECT_EQ(judge({e}).verdict, "degraded") << kind;
+    e.time_usec = e.last_usec = kNow - 30 * kHour;
+    EXPECT_EQ(judge({e}).verdict, "healthy") << kind << " outside the health window";
+  }
+  KernelEvent lost = make_event("l1", "lustre-error", kNow - kHour);
+  lost.action = "none";  // a lost connection that the client restores on its own
+  EXPECT_EQ(judge({lost}).verdict, "healthy");
 }
 
 TEST(NodeHealth, ReasonsAreOrderedWorstFirstAndMerged) {

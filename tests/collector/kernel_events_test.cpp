@@ -646,6 +646,188 @@ TEST_P(KernelEventFixtures, OopsOutsideAnyGpuDriver) {
        [](const KernelEvent& e) { EXPECT_EQ(e.task, "kworker/5:1"); }});
 }
 
+// The real lines of the formats below are from the excerpts in tests/corpus/kernel/ (and, for the
+// pre-5.x task dumps, LKML reports).
+TEST_P(KernelEventFixtures, TaskDumpOfAProcessBlockedInTheNvidiaUvmIoctlWithoutItsHeader) {
+  expect_one({"a hung python3 published without the 'blocked for more than' line",
+              {"task:python3.11      state:D stack:    0 pid:15277 ppid: 15257 flags:0x00000002",
+               "Call Trace:", " <TASK>", " __schedule+0x23d/0x590", " schedule+0x4e/0xb0",
+               " __mutex_lock.constprop.0+0x263/0x490",
+               " uvm_page_tree_get_ptes_async+0x93/0x970 [nvidia_uvm]",
+               " uvm_api_alloc_semaphore_pool+0x19c/0x2f0 [nvidia_uvm]",
+               " uvm_ioctl+0x13e0/0x16f0 [nvidia_uvm]", " ? __mod_lruvec_page_state+0x6b/0xb0"},
+              "hung-task",
+              Severity::kWarning,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.task, "python3.11");
+                EXPECT_EQ(e.pid, 15277);
+                EXPECT_EQ(e.lines.size(), 10U);
+                EXPECT_EQ(e.rule, "hung-task-dump");
+                EXPECT_EQ(e.fields.at("refined_by"), "hung-task-dump-in-gpu-driver");
+              }});
+}
+
+TEST_P(KernelEventFixtures, TaskDumpInTheOldFormatWithoutItsHeaderIsNotEvidenceOnItsOwn) {
+  expect_one({"a pre-5.x sched_show_task line of a task in D state",
+              {"kswapd0         D ffff88007a2d3188     0    47      2 0x00000000",
+               " ffff88007a2d3188 ffff880066421640 ffff88007cbf42c0 ffff88007a2d4000"},
+              "hung-task",
+              Severity::kInfo,
+              "none",  // sysrq-t lists tasks in short I/O waits this way too
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.task, "kswapd0");
+                EXPECT_EQ(e.pid, 47);
+                EXPECT_EQ(e.lines.size(), 2U);
+              }});
+}
+
+TEST_P(KernelEventFixtures, HungTaskInTheOldFormatKeepsItsTaskDump) {
+  expect_one({"a 3.x hung-task report: the task line has no 'task:' and no 'state:'",
+              {"INFO: task xfs-data/sda9:930 blocked for more than 480 seconds.",
+               "\"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.",
+               "xfs-data/sda9   D ffff88001ffb9cc8     0   930      2 0x00000000",
+               " ffff88003794d198 0000000000000046 ffff8800325f4480 0000000000000000"},
+              "hung-task",
+              Severity::kWarning,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.task, "xfs-data/sda9");
+                EXPECT_EQ(e.pid, 930);
+                EXPECT_EQ(e.fields.at("state"), "D");
+                EXPECT_EQ(e.lines.size(), 4U);
+              }});
+}
+
+TEST_P(KernelEventFixtures, TaskBlockedOnASemaphoreNamesItsLikelyHolder) {
+  expect_one({"CONFIG_DETECT_HUNG_TASK_BLOCKER's line, published without the header above it",
+              {"INFO: task nvidia-modeset/:226 blocked on a semaphore likely last held by task "
+               "kwin_wayland:1088",
+               "task:kwin_wayland state:R running task stack:0 pid:1088 tgid:1088 ppid:1080",
+               "Call Trace:", " ? osDevReadReg032+0x23/0x70 [nvidia]",
+               " ? nvkms_call_rm+0x4e/0x80 [nvidia_modeset]"},
+              "hung-task",
+              Severity::kWarning,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.task, "nvidia-modeset/");
+                EXPECT_EQ(e.pid, 226);
+                EXPECT_EQ(e.fields.at("holder"), "kwin_wayland:1088");
+                EXPECT_EQ(e.fields.at("lock"), "semaphore");
+                EXPECT_EQ(e.lines.size(), 5U);
+              }});
+}
+
+TEST_P(KernelEventFixtures, OomKillInTheEl6Format) {
+  expect_one({"2.6.32's 'Killed process N, UID N, (comm)'",
+              {"Killed process 11726, UID 498, (mysqld) total-vm:7823732kB, anon-rss:2539268kB, "
+               "file-rss:768kB"},
+              "oom-kill",
+              Severity::kCritical,
+              "none",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.pid, 11726);
+                EXPECT_EQ(e.uid, 498);
+                EXPECT_EQ(e.task, "mysqld");
+                EXPECT_EQ(e.fields.at("anon_rss_kb"), "2539268");
+              }});
+}
+
+TEST_P(KernelEventFixtures, MemcgOomReportCutAboveItsTaskInLine) {
+  expect_one({"cgroup v1's 'Task in ... killed as a result of limit of ...' opens the report",
+              {"Task in /kubepods.slice/pod1/docker-b272.scope killed as a result of limit of "
+               "/kubepods.slice/pod1/docker-b272.scope",
+               "memory: usage 1048576kB, limit 1048576kB, failcnt 189",
+               "memory+swap: usage 1048576kB, limit 1048576kB, failcnt 0",
+               "[ pid ]   uid  tgid total_vm      rss nr_ptes swapents oom_score_adj name"},
+              "oom-kill",
+              Severity::kCritical,
+              "none",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.cgroup, "/kubepods.slice/pod1/docker-b272.scope");
+                EXPECT_EQ(e.lines.size(), 4U);
+              }});
+}
+
+TEST_P(KernelEventFixtures, BondingSlaveLinkDownWithADowndelay) {
+  expect_one({"the bonding driver's older wording, before the downdelay runs out",
+              {"bonding: link status down for interface eno2, disabling it in 200 ms"},
+              "link-down",
+              Severity::kWarning,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.device, "eno2");
+                EXPECT_EQ(e.fields.at("bond"), "bonding");
+              }});
+}
+
+TEST_P(KernelEventFixtures, ConnectXThatFailsToProbe) {
+  expect_one({"mlx5_core cannot load the adapter",
+              {"mlx5_core 0000:03:00.0: handle_hca_cap failed",
+               "mlx5_core 0000:03:00.0: mlx5_load_one failed with error code -22",
+               "mlx5_core: probe of 0000:03:00.0 failed with error -22"},
+              "nic-init-failure",
+              Severity::kError,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.device, "0000:03:00.0");
+                EXPECT_EQ(e.fields.at("ret"), "-22");
+                EXPECT_EQ(e.lines.size(), 2U);
+              }});
+}
+
+TEST_P(KernelEventFixtures, Xid45AfterAnNvlinkXidIsAGpuFault) {
+  expect_one({"the cleanup names the NVLink Xid it follows, which is not in the log",
+              {"NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
+               "previous Xid 149"},
+              "nvidia-xid",
+              Severity::kError,
+              "reset-gpu",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.code, 45);
+                EXPECT_EQ(e.fields.at("caused_by"), "149");
+              }});
+}
+
+TEST_P(KernelEventFixtures, UncorrectedMachineCheckTheBankWasNotEnabledToSignal) {
+  expect_one({"UC set but EN clear (status a6...): logged at boot, nothing consumed it",
+              {"mce: [Hardware Error]: CPU 0: Machine Check: 0 Bank 4: a600000000020408",
+               "mce: [Hardware Error]: TSC 0 ADDR fef4c9e0 ",
+               "mce: [Hardware Error]: PROCESSOR 0:706a1 TIME 1537152664 SOCKET 0 APIC 0 microcode "
+               "28"},
+              "mce",
+              Severity::kWarning,
+              "investigate"});
+}
+
+TEST_P(KernelEventFixtures, AmdgpuResetDuringWhichTheSmuStopsAnswering) {
+  expect_one({"the reset never completes: the SMU does not answer",
+              {"amdgpu 0000:03:00.0: amdgpu: GPU reset begin!",
+               "amdgpu 0000:03:00.0: amdgpu: Failed to disable gfxoff!",
+               "amdgpu 0000:03:00.0: [drm:amdgpu_ring_test_helper [amdgpu]] *ERROR* ring kiq_2.1.0 "
+               "test failed (-110)",
+               "[drm:gfx_v10_0_hw_fini [amdgpu]] *ERROR* KGQ disable failed",
+               "amdgpu 0000:03:00.0: amdgpu: SMU: I'm not done with your previous command!",
+               "amdgpu 0000:03:00.0: amdgpu: Failed to disable smu features."},
+              "gpu-reset",
+              Severity::kCritical,
+              "drain",
+              [](const KernelEvent& e) { EXPECT_EQ(e.lines.size(), 6U); }});
+}
+
+TEST_P(KernelEventFixtures, NullDereferenceInTheNvidiaDriverNeedsAReboot) {
+  expect_one({"an oops (not a WARNING) with its RIP in nvidia.ko",
+              {"BUG: kernel NULL pointer dereference, address: 000000000000041c",
+               "#PF: supervisor read access in kernel mode", "Oops: Oops: 0000 [#1] SMP NOPTI",
+               "RIP: 0010:nv_audio_dynamic_power+0xcd/0x140 [nvidia]", "Call Trace:", " <TASK>"},
+              "gpu-driver-oops",
+              Severity::kCritical,
+              "reboot-at-job-boundary",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.fields.at("rip"), "nv_audio_dynamic_power+0xcd/0x140");
+              }});
+}
+
 INSTANTIATE_TEST_SUITE_P(AllShapes, KernelEventFixtures,
                          ::testing::Values(Shape::kBare, Shape::kKernelTag, Shape::kDmesg,
                                            Shape::kDmesgT, Shape::kJournalctl, Shape::kShortIso),

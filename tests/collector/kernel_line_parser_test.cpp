@@ -135,6 +135,39 @@ TEST(KernelLineParser, JournalctlBootSeparators) {
   EXPECT_EQ(parse_kernel_line("-- No entries --", kNow).kind, LineKind::kAnnotation);
 }
 
+TEST(KernelLineParser, DmesgHumanFormatLosesItsBracketsButGivesNoTime) {
+  for (const std::string& line :
+       {std::string("[  +0.000049] task:python3.11      state:D stack:    0 pid:15277"),
+        std::string("[Nov21 12:00] task:python3.11      state:D stack:    0 pid:15277"),
+        std::string("[Nov 1 12:00] task:python3.11      state:D stack:    0 pid:15277")}) {
+    const ParsedLine p = parse_kernel_line(line, kNow);
+    EXPECT_EQ(message_of(line, p), "task:python3.11      state:D stack:    0 pid:15277") << line;
+    EXPECT_EQ(p.monotonic_usec, -1) << line;
+    EXPECT_EQ(p.realtime_usec, 0) << line;
+  }
+  const std::string drm = "[drm] Initialized amdgpu 3.57.0 20150101 for 0000:c1:00.0 on minor 1";
+  EXPECT_EQ(parse_kernel_line(drm, kNow).message_offset, 0U) << "a message in brackets stays";
+}
+
+TEST(KernelLineParser, SyslogTemplateWithTheSeverityBeforeTheTag) {
+  const std::string line =
+      "Apr  9 21:05:38.106121 str-s6100-acs-4 INFO kernel: [10601.214044] igb 0000:00:14.0 eth0: "
+      "igb: eth0 NIC Link is Down";
+  const ParsedLine p = parse_kernel_line(line, kNow);
+  EXPECT_EQ(p.host, "str-s6100-acs-4");
+  EXPECT_EQ(p.monotonic_usec, 10601214044);
+  EXPECT_EQ(message_of(line, p), "igb 0000:00:14.0 eth0: igb: eth0 NIC Link is Down");
+}
+
+TEST(KernelLineParser, SyslogdConsoleBroadcastIndentsTheTag) {
+  const std::string line =
+      " kernel:[405108.698255] watchdog: BUG: soft lockup - CPU#2 stuck for 22s! [chia_plot:29632]";
+  const ParsedLine p = parse_kernel_line(line, kNow);
+  EXPECT_EQ(p.monotonic_usec, 405108698255);
+  EXPECT_EQ(message_of(line, p),
+            "watchdog: BUG: soft lockup - CPU#2 stuck for 22s! [chia_plot:29632]");
+}
+
 TEST(KernelLineParser, JunkNeverCrashes) {
   for (const std::string& line :
        {std::string(""), std::string("["), std::string("[ ]"), std::string("<"),

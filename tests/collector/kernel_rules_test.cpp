@@ -44,11 +44,26 @@ TEST(KernelRules, TheShippedCatalogsLoadCleanly) {
 
 TEST(KernelRules, EveryKindOfTheVocabularyHasARule) {
   const auto rules = testing::shipped_rules();
-  for (const char* kind :
-       {"oom-kill", "gpu-ras-uncorrectable", "gpu-ras-correctable", "gpu-hardware-error",
-        "gpu-ring-timeout", "gpu-reset", "gpu-page-fault", "gpu-init-failure", "gpu-driver-oops",
-        "nvidia-xid", "gpu-fallen-off-bus", "hung-task", "soft-lockup", "rcu-stall", "mce",
-        "pcie-aer", "nfs-timeout", "lustre-error", "link-down"}) {
+  for (const char* kind : {"oom-kill",
+                           "gpu-ras-uncorrectable",
+                           "gpu-ras-correctable",
+                           "gpu-hardware-error",
+                           "gpu-ring-timeout",
+                           "gpu-reset",
+                           "gpu-page-fault",
+                           "gpu-init-failure",
+                           "gpu-driver-oops",
+                           "nvidia-xid",
+                           "gpu-fallen-off-bus",
+                           "hung-task",
+                           "soft-lockup",
+                           "rcu-stall",
+                           "mce",
+                           "pcie-aer",
+                           "nfs-timeout",
+                           "lustre-error",
+                           "link-down",
+                           "nic-init-failure"}) {
     bool found = false;
     for (const auto& r : rules->rules())
       found |= r.kind == kind;
