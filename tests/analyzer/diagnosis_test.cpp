@@ -205,11 +205,11 @@ TEST(Diagnosis, AnOomKillThatSparedTheRanksIsEvidenceButDoesNotOverrideTheLog) {
 }
 
 TEST(Diagnosis, LogLinesNeverProveAHardwareFault) {
-  // A user can print anything: a hardware-looking line in the log is a gpu-error suspicion, never
-  // the trusted hardware-fault class.
+  // A user can print anything: a hardware-looking line in the log is the log's word (the
+  // gpu-hardware-error class), never the trusted hardware-fault class.
   const Diagnosed r = diagnose_text(
       "0: uncorrectable ECC error encountered\nNODE_EXIT host=gpu-a019 exit=1\n", "FAILED", kT0);
-  EXPECT_EQ(r.t.primary_failure, "gpu-error");
+  EXPECT_EQ(r.t.primary_failure, "gpu-hardware-error");
   for (const auto& a : r.t.additional)
     EXPECT_NE(a.cls, "hardware-fault");
   ASSERT_EQ(r.t.nodes.size(), 1u);

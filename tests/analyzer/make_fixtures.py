@@ -314,6 +314,13 @@ def gen_infrastructure():
         ["[launcher] probing ports 12355-12399 on gpu-a017 for the JAX coordinator",
          "FATAL: Could not find a free port for JAX coordinator on gpu-a017 (12355-12399 all in use)"], 1, [1, 1]),
         {"slurm_state": "none", "now": T0 + 3600})
+    fixture("srun-launch-fail", "slurmd refused the training step: the job credential had expired", launch_failure(
+        9164, "llama3-8b", NODES4[:2],
+        ["srun: error: Task launch for StepId=9164.0 failed on node gpu-a018: Job credential expired",
+         "srun: error: Application launch failed: Job credential expired",
+         "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+         "srun: error: Timed out waiting for job step to complete"], 1, [1, 1]),
+        {"slurm_state": "none", "now": T0 + 3600})
     fixture("model-not-found", "model config name did not resolve", launch_failure(
         9106, "llama3-70b-instruct", NODES4[:1],
         ["!!! Unknown model: llama3-70b-instruct (no configs/llama3-70b-instruct*.gpu.yml)",
@@ -556,7 +563,20 @@ def gen_training():
         node_exits(log, [1, 1, 1, 1])
         summary(log, "FAILED", 1)
         return write_seed_layout(d, log)
-    fixture("storage-error", "checkpoint save hit a full file system", storage, {"slurm_state": "none", "now": T0 + 86400})
+    fixture("storage-full", "checkpoint save hit a full file system", storage, {"slurm_state": "none", "now": T0 + 86400})
+
+    def stale_handle(d):
+        log = Log(9160, "llama3-70b", NODES4, seed=60)
+        healthy_start(log)
+        steps(log, 0, 500, seconds=9.6, ckpt_period=None)
+        traceback(log, 2, [("/opt/maxtext/MaxText/checkpointing.py", 301, "save_checkpoint")],
+                  "OSError: [Errno 116] Stale file handle: '/shared/home/alice/maxtext/outputs/ckpt-llama3-70b/checkpoints/500'")
+        log.add("== Training FAILED (exit=1)")
+        node_exits(log, [1, 1, 1, 1])
+        summary(log, "FAILED", 1)
+        return write_seed_layout(d, log)
+    fixture("storage-error", "checkpoint save hit a stale NFS file handle on one node", stale_handle,
+            {"slurm_state": "none", "now": T0 + 86400})
 
     def gpu_error(d):
         log = Log(9130, "llama3-8b", NODES4[:2], seed=30)
@@ -569,6 +589,48 @@ def gen_training():
         summary(log, "FAILED", 134)
         return write_seed_layout(d, log)
     fixture("gpu-error", "a GPU memory access fault in one rank", gpu_error, {"slurm_state": "none", "now": T0 + 7200})
+
+    def gpu_hardware(d):
+        log = Log(9161, "llama3-8b", NODES4[:2], seed=61)
+        healthy_start(log)
+        steps(log, 0, 140, seconds=3.2)
+        traceback(log, 1, MAXTEXT_FRAMES,
+                  "RuntimeError: CUDA error: uncorrectable ECC error encountered")
+        log.add("srun: error: gpu-a018: task 1: Exited with exit code 1")
+        log.add("== Training FAILED (exit=1)")
+        node_exits(log, [143, 1])
+        summary(log, "FAILED", 1)
+        return write_seed_layout(d, log)
+    fixture("gpu-hardware-error", "a rank's GPU reported an uncorrectable ECC error", gpu_hardware,
+            {"slurm_state": "none", "now": T0 + 7200})
+
+    def device_assert(d):
+        log = Log(9162, "vit-h14", ["gpu-c001"], tasks_per_node=2, seed=62)
+        header(log, "steps=100000 enable_checkpointing=false")
+        log.add("== Training START %s" % ts(log.t, False))
+        steps(log, 0, 6, seconds=0.8, compile_seconds=4)
+        log.task(0, "[rank0]: /opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.")
+        log.task(0, "[rank0]: Traceback (most recent call last):")
+        log.task(0, "[rank0]:   File \"/workspace/train.py\", line 188, in <module>")
+        log.task(0, "[rank0]:     loss = criterion(logits, labels)")
+        log.task(0, "[rank0]: RuntimeError: CUDA error: device-side assert triggered")
+        log.add("srun: error: gpu-c001: task 0: Exited with exit code 1")
+        return write_seed_layout(d, log)
+    fixture("gpu-device-assert", "a label outside the model's classes tripped a CUDA kernel assertion",
+            device_assert, {"slurm_state": "FAILED", "now": T0 + 7200})
+
+    def ray_node(d):
+        log = Log(9163, "llama3-8b", NODES4[:2], seed=63)
+        healthy_start(log, ray=1)
+        steps(log, 0, 40, seconds=3.2)
+        log.add("%s WARNING worker.py:2037 -- The node with node id: 5c1e9a7d0b3f and address: 10.1.0.19 and node name: 10.1.0.19 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, preempted node, etc.) " % ts(log.t))
+        log.add("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
+        log.add("Training subprocess exited with code 1")
+        node_exits(log, [1, 1])
+        summary(log, "FAILED", 1)
+        return write_seed_layout(d, log)
+    fixture("ray-node-died", "Ray marked a worker node dead; its actor died with it", ray_node,
+            {"slurm_state": "none", "now": T0 + 7200})
 
 
 # --- job-level status -----------------------------------------------------------------------------
@@ -813,20 +875,6 @@ def gen_messy():
         return "slurm-9151.out"
     fixture("plain-sbatch-torch-oom", "plain sbatch + torchrun log (no harness): PyTorch HIP OOM", plain,
             {"slurm_state": "none", "now": T0 + 86400})
-
-    def launch(d):
-        # srun could not start the step's tasks: the job credential had expired (Slurm's wording).
-        lines = [
-            "+ srun --label python3 train.py --config configs/llama.yaml",
-            "srun: error: Task launch for StepId=9152.0 failed on node gpu-d005: Job credential expired",
-            "srun: error: Application launch failed: Job credential expired",
-            "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
-        ]
-        with open(os.path.join(d, "slurm-9152.out"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        return "slurm-9152.out"
-    fixture("srun-launch-fail", "plain sbatch: srun could not launch the step (job credential expired)",
-            launch, {"slurm_state": "FAILED", "now": T0 + 86400})
 
 
 def gen_examples():

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "test_support.h"
 
 namespace triage {
@@ -155,29 +157,46 @@ TEST(SignatureExamples, ASiteHarmlessEntryThatSilencesAShippedExampleIsReported)
   EXPECT_EQ(problems.find("[harmless all-slurm-errors]: example"), std::string::npos) << problems;
 }
 
-// The case: a healthy job's NCCL configuration warning read as an NCCL failure. A site
-// declares the shape benign in triage.d, with the real line as its example, and the check agrees.
-TEST(SignatureExamples, ASiteLayerDeclaresAShippedClassesChatterHarmlessWithItsExample) {
+// The case: a healthy job's NCCL transport warning was read as an NCCL failure. The shipped
+// catalog declares the shape benign, with the real line as its example.
+TEST(SignatureExamples, AHealthyJobsNcclTransportWarningIsHarmlessChatter) {
   const std::string chatter =
       "v100-gpu-1:14926:14926 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]";
   const LineVerdict shipped = classify_line(test::shipped_plan(), chatter);
+  EXPECT_EQ(shipped.cls, -1);
+  ASSERT_GE(shipped.harmless, 0);
+  const HarmlessEntry& h =
+      test::shipped_catalog().harmless()[static_cast<size_t>(shipped.harmless)];
+  EXPECT_EQ(h.id, "nccl-transport-fallback");
+  EXPECT_NE(std::find_if(h.examples.begin(), h.examples.end(),
+                         [&](const auto& x) { return x.value == chatter; }),
+            h.examples.end());
+}
+
+// A site declares one more shape benign in triage.d, with its example, and the check agrees.
+TEST(SignatureExamples, ASiteLayerDeclaresAShippedClassesLineHarmlessWithItsExample) {
+  const std::string line =
+      "a100-st-p4d24xlarge-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv "
+      "from 10.200.84.247<58355> failed : Broken pipe";
+  const LineVerdict shipped = classify_line(test::shipped_plan(), line);
   ASSERT_GE(shipped.cls, 0);
   EXPECT_EQ(test::shipped_catalog().classes()[static_cast<size_t>(shipped.cls)].id, "nccl-timeout");
 
   test::ScratchDir d("site");
-  test::write_file(d / "site.rules", "[harmless no-libibverbs]\nexample = " + chatter +
-                                         "\npattern = NCCL WARN Failed to open libibverbs\n"
-                                         "why = NCCL falls back to sockets on nodes without IB\n");
+  test::write_file(d / "site.rules", "[harmless teardown-broken-pipe]\nexample = " + line +
+                                         "\npattern = NCCL WARN Net : Call to recv from\n"
+                                         "why = this site's jobs close their sockets at exit\n");
   test::use_source_rules();
   std::vector<InputError> errors;
   const SignatureCatalog cat = SignatureCatalog::load({d.str()}, errors);
   ASSERT_EQ(all(errors), "");
-  EXPECT_EQ(all(check_signature_examples(cat)), "");
   const ScanPlan plan(cat);
-  const LineVerdict site = classify_line(plan, chatter);
+  const LineVerdict site = classify_line(plan, line);
   EXPECT_EQ(site.cls, -1);
   ASSERT_GE(site.harmless, 0);
-  EXPECT_EQ(cat.harmless()[static_cast<size_t>(site.harmless)].id, "no-libibverbs");
+  EXPECT_EQ(cat.harmless()[static_cast<size_t>(site.harmless)].id, "teardown-broken-pipe");
+  // The shipped example it now swallows is reported, at the site's entry.
+  EXPECT_NE(all(check_signature_examples(cat)).find("teardown-broken-pipe"), std::string::npos);
 }
 
 TEST(SignatureExamples, RulesCheckFailsOnABrokenExampleInASiteLayer) {
