@@ -22,10 +22,13 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       feeds_(cfg_, loop_, node_),
       health_(cfg_, loop_, node_, workers_, slurm_,
               [this](const std::string& state) { notify(state); }),
-      pipeline_(cfg_, loop_, node_, workers_, slurm_, opts_.peer_url,
-                [this](const JobRecord& j, int64_t start, int64_t end) {
-                  return node_evidence(j, start, end);
-                }),
+      pipeline_(
+          cfg_, loop_, node_, workers_, slurm_, opts_.peer_url,
+          [this](const JobRecord& j, int64_t start, int64_t end) {
+            return node_evidence(j, start, end);
+          },
+          JobEndPipeline::KernelReader{[this] { return feeds_.kernel_status(); },
+                                       [this] { feeds_.kernel_look_again(); }}),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },

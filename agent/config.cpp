@@ -77,6 +77,8 @@ AgentConfig map_config(const KvConfig& kv) {
   c.dstate_interval_ms = kv.get_seconds("DStateSampleInterval") * 1000;
   c.dstate_read_timeout_ms = kv.get_seconds("DStateReadTimeout") * 1000;
   c.dstate_persistent_after_sec = kv.get_seconds("DStatePersistentAfter");
+  c.dstate_whole_node_interval_sec = kv.get_seconds("DStateWholeNodeInterval");
+  c.cgroup_root = kv.get("CgroupRoot");
   c.sysfs_interval_ms = kv.get_seconds("SysfsSampleInterval") * 1000;
   c.sysfs_read_timeout_ms = kv.get_seconds("SysfsReadTimeout") * 1000;
   c.max_stuck_readers = static_cast<size_t>(kv.get_int("MaxStuckReaders"));
@@ -172,12 +174,20 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "An extra directory of kernel .rules loaded after /etc/slurm/triage.d/."),
       key("ProcRoot", T::kPath, "/proc", "Where /proc is (tests point this at a fixture tree)."),
       key("SysfsRoot", T::kPath, "/sys", "Where /sys is (tests point this at a fixture tree)."),
+      key("CgroupRoot", T::kPath, "/sys/fs/cgroup",
+          "Where the cgroup tree is, in which the Slurm jobs' cgroups are found (tests point this "
+          "at a fixture tree)."),
       key("DStateSampleInterval", T::kDuration, "5s", "How often D-state tasks are counted.", 1,
           3600),
       key("DStateReadTimeout", T::kDuration, "2s",
           "A /proc read slower than this is treated as hung and its pid skipped.", 1, 600),
       key("DStatePersistentAfter", T::kDuration, "60s",
           "A task in D state across samples for this long counts as stuck.", 0, 86400),
+      key("DStateWholeNodeInterval", T::kDuration, "60s",
+          "How often the whole process table is walked for D-state tasks; the samples between "
+          "walks read only the Slurm jobs' tasks and the tasks already in D (0: walk at every "
+          "sample).",
+          0, 86400),
       key("SysfsSampleInterval", T::kDuration, "30s",
           "How often GPU RAS and PCIe AER counters are read.", 1, 86400),
       key("SysfsReadTimeout", T::kDuration, "5s",
@@ -196,7 +206,9 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Where triage.md goes, as a Slurm filename pattern (%j %u %x ...). Empty: the "
           "analyzer's placement (the job dir, or beside the job's output)."),
       key("EvidenceSettleDelay", T::kDuration, "2s",
-          "Wait this long after job end before gathering evidence (late kernel lines).", 0, 300),
+          "Longest wait after job end for the kernel log reader to catch up before evidence is "
+          "gathered (late kernel lines); the wait ends as soon as it has read all there is.",
+          0, 300),
       key("PeerFetchTimeout", T::kDuration, "10s",
           "Time allowed for fetching evidence from the job's other nodes.", 1, 600),
       key("AttributionGrace", T::kDuration, "60s",

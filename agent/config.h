@@ -47,6 +47,8 @@ struct AgentConfig {
   int64_t dstate_interval_ms{};
   int64_t dstate_read_timeout_ms{};
   int64_t dstate_persistent_after_sec{};
+  int64_t dstate_whole_node_interval_sec{};
+  std::string cgroup_root;
   int64_t sysfs_interval_ms{};
   int64_t sysfs_read_timeout_ms{};
   size_t max_stuck_readers{};
@@ -55,8 +57,8 @@ struct AgentConfig {
   int64_t analysis_timeout_sec{};
   size_t analysis_concurrency{};
   size_t analysis_output_max{};
-  std::string report_path;  // ReportPath pattern; empty: the analyzer's own placement
-  int64_t evidence_settle_ms{};
+  std::string report_path;       // ReportPath pattern; empty: the analyzer's own placement
+  int64_t evidence_settle_ms{};  // the longest wait for the kernel reader to catch up
   int64_t peer_fetch_timeout_ms{};
   int64_t attribution_grace_sec{};
 

@@ -2,6 +2,8 @@
 
 #include <pwd.h>
 
+#include <algorithm>
+
 #include "common/slurm_pattern.h"
 #include "common/text.h"
 #include "common/wait_status.h"
@@ -52,6 +54,14 @@ bool is_analysis_leader(const JobRecord& job, const std::string& self) {
   if (!job.nodes.empty()) return job.nodes.front() == self;
   // No node list at all: this node is the only one that knows about the job.
   return true;
+}
+
+bool evidence_settled(const std::vector<KernelSourceProgress>& sources, int64_t ended_usec,
+                      int64_t now_usec, int64_t max_wait_usec) {
+  if (now_usec - ended_usec >= max_wait_usec) return true;
+  return std::all_of(sources.begin(), sources.end(), [&](const KernelSourceProgress& s) {
+    return !s.live || s.caught_up_usec >= ended_usec;
+  });
 }
 
 JobFacts facts_from_epilog(const JobRecord& job, const std::string& self) {

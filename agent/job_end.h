@@ -1,8 +1,10 @@
-// The decisions of the job-end hand-over, as plain functions: which node runs the analysis, what
-// the job's facts are when slurmctld cannot be asked, which file the analyzer is pointed at, where
+// The decisions of the job-end hand-over, as plain functions: which node runs the analysis, when
+// the kernel's evidence is complete enough to gather, what the job's facts are when slurmctld
+// cannot be asked, which file the analyzer is pointed at, where
 // the report goes, and what is kept of the result.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,18 @@ namespace triage::agent {
 // The batch host runs the analysis (it saw the batch step, or the epilog named it); when nobody
 // knows the batch host, the first node of the job's list does.
 bool is_analysis_leader(const JobRecord& job, const std::string& self);
+
+// How far a kernel log reader has read, as the job-end pipeline sees it.
+struct KernelSourceProgress {
+  bool live = false;           // reading, or about to; a failing or absent source is not
+  int64_t caught_up_usec = 0;  // monotonic start of its latest look that found nothing more
+};
+
+// Whether the evidence of a job whose end the pipeline took up at `ended_usec` can be gathered at
+// `now_usec` (both monotonic): once every live kernel source has found nothing more to read in a
+// look begun at or after `ended_usec`, or once `max_wait_usec` has passed, whichever comes first.
+bool evidence_settled(const std::vector<KernelSourceProgress>& sources, int64_t ended_usec,
+                      int64_t now_usec, int64_t max_wait_usec);
 
 // The job's facts from what the epilog sent (source "epilog"). The raw StdOut pattern is expanded
 // the way slurmstepd expands it for the batch step.

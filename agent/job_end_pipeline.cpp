@@ -15,6 +15,17 @@ namespace triage::agent {
 namespace {
 
 constexpr size_t kRecentSummaries = 50;
+// How often a job waiting for the kernel reader looks whether it has caught up.
+constexpr int64_t kSettlePollMs = 10;
+
+// The reader is live while it reads or is about to (a restarted agent's reader starts behind);
+// one that is failing or off will not catch up by waiting.
+KernelSourceProgress progress_of(const KernelIngestStatus& s) {
+  KernelSourceProgress p;
+  p.live = s.state == "starting" || s.state == "reading" || s.state == "waiting";
+  p.caught_up_usec = s.caught_up_usec;
+  return p;
+}
 
 std::string home_of(uid_t uid) {
   passwd pw{};
@@ -135,7 +146,7 @@ std::vector<NodeEvidence> order_nodes(const JobFacts& facts, const std::string& 
 
 JobEndPipeline::JobEndPipeline(const AgentConfig& cfg, EventLoop& loop, NodeState& node,
                                WorkerPool& workers, SharedSlurm& slurm, const PeerUrl& peer_url,
-                               OwnEvidence own_evidence)
+                               OwnEvidence own_evidence, KernelReader kernel)
     : cfg_(cfg),
       loop_(loop),
       node_(node),
@@ -143,6 +154,7 @@ JobEndPipeline::JobEndPipeline(const AgentConfig& cfg, EventLoop& loop, NodeStat
       slurm_(slurm),
       peer_url_(peer_url),
       own_evidence_(std::move(own_evidence)),
+      kernel_(std::move(kernel)),
       analyses_(loop) {}
 
 void JobEndPipeline::on_job_end(JobRecord& j) {
@@ -175,9 +187,21 @@ void JobEndPipeline::pump() {
     const uint64_t id = queue_.front();
     queue_.pop_front();
     in_pipeline_.insert(id);
-    // Kernel lines about the job's last moments may reach the journal after the epilog.
-    loop_.after(cfg_.evidence_settle_ms, [this, id] { gather_evidence(id); });
+    if (kernel_.look_again) kernel_.look_again();
+    settle(id, monotonic_usec());
   }
+}
+
+// Kernel lines about the job's last moments may reach the reader after the epilog: the evidence
+// waits until the reader has looked at its source since the job ended and found nothing more.
+void JobEndPipeline::settle(uint64_t job_id, int64_t ended_usec) {
+  std::vector<KernelSourceProgress> sources;
+  if (kernel_.status) sources.push_back(progress_of(kernel_.status()));
+  if (evidence_settled(sources, ended_usec, monotonic_usec(), cfg_.evidence_settle_ms * 1000)) {
+    gather_evidence(job_id);
+    return;
+  }
+  loop_.after(kSettlePollMs, [this, job_id, ended_usec] { settle(job_id, ended_usec); });
 }
 
 void JobEndPipeline::gather_evidence(uint64_t job_id) {

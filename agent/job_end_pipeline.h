@@ -1,4 +1,5 @@
-// The job-end hand-over on the analysis leader: queue the ended job, let late kernel lines settle,
+// The job-end hand-over on the analysis leader: queue the ended job, wait until the kernel log
+// reader has read what the kernel wrote up to the job's end (EvidenceSettleDelay at the most),
 // gather every node's evidence (slurmctld's facts, the peers' events, on a worker), run the
 // analyzer as the job's owner and keep a root-owned summary. The decisions along the way are the
 // plain functions of agent/job_end.h.
@@ -21,6 +22,7 @@
 #include "agent/config.h"
 #include "agent/event_loop.h"
 #include "agent/job_table.h"
+#include "agent/kernel_ingest.h"
 #include "agent/node_state.h"
 #include "agent/shared_slurm.h"
 #include "agent/worker_pool.h"
@@ -37,6 +39,12 @@ class JobEndPipeline {
   using OwnEvidence =
       std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>;
 
+  // The kernel log reader: where it is, and a way to make it look at its source now.
+  struct KernelReader {
+    std::function<KernelIngestStatus()> status;
+    std::function<void()> look_again;
+  };
+
   struct Stats {
     std::map<std::string, uint64_t> analyses;  // result -> count
     uint64_t peer_fetch_failures = 0;
@@ -44,7 +52,8 @@ class JobEndPipeline {
 
   // `peer_url` is read when evidence is gathered (the agent fills it in once its port is known).
   JobEndPipeline(const AgentConfig& cfg, EventLoop& loop, NodeState& node, WorkerPool& workers,
-                 SharedSlurm& slurm, const PeerUrl& peer_url, OwnEvidence own_evidence);
+                 SharedSlurm& slurm, const PeerUrl& peer_url, OwnEvidence own_evidence,
+                 KernelReader kernel);
   JobEndPipeline(const JobEndPipeline&) = delete;
   JobEndPipeline& operator=(const JobEndPipeline&) = delete;
 
@@ -65,6 +74,7 @@ class JobEndPipeline {
  private:
   void enqueue(uint64_t job_id);
   void pump();
+  void settle(uint64_t job_id, int64_t ended_usec);
   void gather_evidence(uint64_t job_id);
   void launch(uint64_t job_id, const JobFacts& facts, std::vector<NodeEvidence> peers,
               std::optional<Identity> who, const std::string& home, const std::string& error);
@@ -79,6 +89,7 @@ class JobEndPipeline {
   SharedSlurm& slurm_;
   const PeerUrl& peer_url_;
   OwnEvidence own_evidence_;
+  KernelReader kernel_;
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;

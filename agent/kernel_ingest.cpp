@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.h"
+#include "common/time_util.h"
 
 namespace triage::agent {
 
@@ -56,6 +57,8 @@ KernelIngest::KernelIngest(KernelIngestOptions options, Deliver deliver, Positio
     : opts_(std::move(options)), deliver_(std::move(deliver)), position_(std::move(position)) {
   stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop_fd_) throw_errno("eventfd", errno);
+  wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_) throw_errno("eventfd", errno);
   status_.state = "starting";
   status_.source = opts_.source + (opts_.path.empty() ? "" : " " + opts_.path);
 }
@@ -75,6 +78,11 @@ void KernelIngest::stop() {
   (void)!::write(stop_fd_.get(), &one, sizeof one);
 }
 
+void KernelIngest::look_again() {
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_.get(), &one, sizeof one);
+}
+
 void KernelIngest::join() {
   if (thread_.joinable()) thread_.join();
 }
@@ -87,6 +95,11 @@ KernelIngestStatus KernelIngest::status() const {
 void KernelIngest::set_state(const std::string& state) {
   std::lock_guard<std::mutex> l(mu_);
   status_.state = state;
+}
+
+void KernelIngest::caught_up(int64_t look_usec) {
+  std::lock_guard<std::mutex> l(mu_);
+  status_.caught_up_usec = look_usec;
 }
 
 void KernelIngest::fail(const std::string& error) {
@@ -105,10 +118,14 @@ void KernelIngest::fail(const std::string& error) {
 }
 
 bool KernelIngest::wait(int fd, int64_t ms) {
-  pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {fd, POLLIN, 0}};
+  pollfd p[3] = {{stop_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}, {fd, POLLIN, 0}};
   const int timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 3'600'000));
   // EINTR, a timeout or readiness: the caller looks again either way.
-  (void)::poll(p, fd >= 0 ? 2 : 1, timeout);
+  (void)::poll(p, fd >= 0 ? 3 : 2, timeout);
+  if ((p[1].revents & POLLIN) != 0) {
+    uint64_t n = 0;
+    (void)!::read(wake_fd_.get(), &n, sizeof n);
+  }
   return !stopping_;
 }
 
@@ -120,9 +137,11 @@ void KernelIngest::run() {
       backoff = opts_.retry_min_ms;
       // A file read to its end: look for appended records a little later.
       set_state("waiting");
-      do {
-        if (!wait(-1, opts_.reopen_ms)) break;
-      } while (!file_changed());
+      while (wait(-1, opts_.reopen_ms)) {
+        const int64_t look = monotonic_usec();
+        if (file_changed()) break;
+        caught_up(look);
+      }
     } catch (const std::exception& e) {
       fail(e.what());
       if (!wait(-1, backoff)) break;
@@ -255,6 +274,7 @@ bool KernelIngest::read_source() {
   uint64_t lost_before = classifier.stats().lost;
   while (!stopping_) {
     batch.clear();
+    const int64_t look = monotonic_usec();
     const bool more = o.source->read(batch, 0);
     uint64_t gaps = 0;
     size_t fed = 0;
@@ -278,6 +298,7 @@ bool KernelIngest::read_source() {
     }
     lost_before = lost_now;
     deliver(events, classifier.safe_resume_position());
+    if (!more || batch.empty()) caught_up(look);
     if (!more) return true;
     if (batch.empty() && !wait(o.source->wait_fd(), opts_.poll_ms)) return false;
   }

@@ -58,6 +58,10 @@ struct KernelIngestStatus {
   uint64_t events = 0;         // events handed to the agent
   uint64_t undelivered = 0;    // hand-overs the agent could not make durable yet
   bool fallback = false;       // `journal` configured, kmsg read because there is no journal
+  // Monotonic start of the latest look at the source that found nothing more to read, once what
+  // it had read was handed to the agent (0: none yet). The job-end pipeline waits for this to
+  // pass the job's end (agent/job_end.h evidence_settled).
+  int64_t caught_up_usec = 0;
 };
 void to_json(nlohmann::json& j, const KernelIngestStatus& s);
 
@@ -77,6 +81,9 @@ class KernelIngest {
   // Asks the thread to end and returns at once; the destructor (or join()) waits for it.
   void stop();
   void join();
+  // Asks the thread to look at its source again now (rather than at its next poll), so that
+  // caught_up_usec soon passes the present.
+  void look_again();
 
   KernelIngestStatus status() const;
 
@@ -92,12 +99,14 @@ class KernelIngest {
   bool wait(int fd, int64_t ms);
   void set_state(const std::string& state);
   void fail(const std::string& error);
+  void caught_up(int64_t look_usec);
 
   KernelIngestOptions opts_;
   Deliver deliver_;
   Position position_;
   std::shared_ptr<const collector::KernelRules> rules_;
   UniqueFd stop_fd_;  // eventfd, readable once stop() was called
+  UniqueFd wake_fd_;  // eventfd, readable after look_again()
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   std::string delivered_position_;

@@ -45,7 +45,8 @@ NodeFeeds::~NodeFeeds() {
 void NodeFeeds::start_collectors() {
   sampler_ = std::make_unique<collector::DStateSampler>(collector::DStateSampler::Options{
       cfg_.proc_root, std::chrono::milliseconds(cfg_.dstate_read_timeout_ms),
-      std::chrono::seconds(cfg_.dstate_persistent_after_sec), cfg_.max_stuck_readers});
+      std::chrono::seconds(cfg_.dstate_persistent_after_sec), cfg_.max_stuck_readers,
+      cfg_.cgroup_root, std::chrono::seconds(cfg_.dstate_whole_node_interval_sec)});
   hw_reader_ = std::make_unique<collector::HwCounterReader>(collector::HwCounterReader::Options{
       cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms),
       cfg_.max_stuck_readers});
@@ -97,6 +98,10 @@ void NodeFeeds::shut_down() {
   kernel_ingest_.reset();
   if (dstate_thread_) dstate_thread_->stop();
   if (sysfs_thread_) sysfs_thread_->stop();
+}
+
+void NodeFeeds::kernel_look_again() {
+  if (kernel_ingest_) kernel_ingest_->look_again();
 }
 
 KernelIngestStatus NodeFeeds::kernel_status() const {

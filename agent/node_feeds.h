@@ -39,6 +39,8 @@ class NodeFeeds {
 
   // The kernel reader's state; source "none" when it is not running.
   KernelIngestStatus kernel_status() const;
+  // Asks the kernel reader to look at its source now (nothing when it is not running).
+  void kernel_look_again();
 
  private:
   const AgentConfig& cfg_;

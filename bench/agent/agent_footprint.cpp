@@ -1,8 +1,16 @@
 // The agent's CPU and memory while it works the way a busy GPU node makes it work: a kernel log
 // of 10,000 lines a second (mostly a flood that the classifier folds, plus a steady trickle of
-// distinct events), a process table of 5,000 entries sampled every 5 s (10 of them stuck in D in
-// the amdgpu CPER path), 8 GPUs' RAS and AER counters read every 30 s, and Prometheus scraping
-// /metrics every 15 s. Targets (issue 3): under 1% of a core and 32 MiB RSS.
+// distinct events), a process table of 5,000 entries sampled every 5 s, 64 running jobs whose
+// tasks (11 each: two slurmstepd, the extern step's sleep, 8 ranks) sit in their Slurm cgroups
+// (cgroup v2 layout) while the rest are daemons and kernel threads, 10 tasks stuck in D in the
+// amdgpu CPER path (8 ranks, 2 outside any job), 8 GPUs' RAS and AER counters read every 30 s,
+// and Prometheus scraping /metrics every 15 s. Targets (issues 3 and 16): under 1% of a core and
+// 32 MiB RSS.
+//
+// The /proc and cgroup trees are fixtures on tmpfs: their reads cost about what procfs and
+// cgroupfs reads cost, without their kernel-side work (formatting a task's stat line).
+// --whole-node-interval 0 makes the D-state sampler walk the whole process table at every sample,
+// as it did before issue 16: run it beside the default to see what sampling the jobs' tasks saves.
 //
 // For scale, the same number of lines is run through `grep -c amdgpu` in this process, and its CPU
 // time per second of log is printed beside the agent's.
@@ -10,11 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -49,19 +59,43 @@ void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-void make_proc(const std::string& root, int procs) {
+constexpr int kTasksPerJob = 11;
+
+// `procs` processes from pid 1000 on: the tasks of `jobs` Slurm jobs first (in their cgroups under
+// `cgroup_root`), then daemons and kernel threads. Ten are stuck in D: eight ranks, two outside
+// any job.
+void make_proc(const std::string& root, const std::string& cgroup_root, int procs, int jobs) {
   write(root + "/stat", "cpu 1 2 3 4\nprocs_running 12\nprocs_blocked 10\n");
+  const int job_tasks = std::min(procs, jobs * kTasksPerJob);
+  std::map<std::string, std::string> cgroup_procs;  // cgroup -> its cgroup.procs
   for (int pid = 1000; pid < 1000 + procs; ++pid) {
-    const bool stuck = pid < 1010;
+    const int n = pid - 1000;
+    const bool in_job = n < job_tasks;
+    const bool stuck = in_job ? n % kTasksPerJob == 3 && n / kTasksPerJob < 8
+                              : n == job_tasks || n == job_tasks + 1;
+    std::string cgroup = "/system.slice/daemon" + std::to_string(n % 40) + ".service";
+    if (in_job) {
+      static const char* const kPlaces[kTasksPerJob] = {
+          "step_extern/slurm",  "step_extern/user/task_special",
+          "step_0/slurm",       "step_0/user/task_0",
+          "step_0/user/task_1", "step_0/user/task_2",
+          "step_0/user/task_3", "step_0/user/task_4",
+          "step_0/user/task_5", "step_0/user/task_6",
+          "step_0/user/task_7"};
+      cgroup = "/system.slice/slurmstepd.scope/job_" + std::to_string(5000 + n / kTasksPerJob) +
+               "/" + kPlaces[n % kTasksPerJob];
+      cgroup_procs[cgroup] += std::to_string(pid) + "\n";
+    }
     const std::string dir = root + "/" + std::to_string(pid);
     std::ostringstream stat;
     stat << pid << " (" << (stuck ? "cat" : "python3") << ") " << (stuck ? 'D' : 'S')
          << " 1 1 1 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 " << 100000 + pid << " 1234 567 0\n";
     write(dir + "/stat", stat.str());
     write(dir + "/wchan", stuck ? "amdgpu_cper_ring_write" : "do_epoll_wait");
-    write(dir + "/cgroup",
-          "0::/system.slice/slurmstepd.scope/job_" + std::to_string(4000 + pid % 4) + "/step_0\n");
+    write(dir + "/cgroup", "0::" + cgroup + "\n");
   }
+  for (const auto& [cgroup, pids] : cgroup_procs)
+    write(cgroup_root + cgroup + "/cgroup.procs", pids);
 }
 
 void make_sysfs(const std::string& root) {
@@ -108,27 +142,32 @@ double grep_cpu_seconds(const std::string& dir, long lines) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = 30, procs = 5000, lines_per_sec = 10000;
+  int seconds = 30, procs = 5000, jobs = 64, lines_per_sec = 10000;
+  std::string whole_node_interval;  // the agent's default unless given
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int v = static_cast<int>(parse_int(argv[i + 1]).value_or(0));
     if (a == "--seconds") seconds = v;
     if (a == "--procs") procs = v;
     if (a == "--lines") lines_per_sec = v;
+    if (a == "--jobs") jobs = v;
+    if (a == "--whole-node-interval") whole_node_interval = argv[i + 1];
   }
   init_logging("agent-bench", "warn");
   // tmpfs when there is one: the fixture /proc then costs about what procfs costs (no disk).
   std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm/agent-bench-XXXXXX"
                                                                : "/tmp/agent-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl.data());
-  make_proc(dir + "/proc", procs);
+  make_proc(dir + "/proc", dir + "/cgroup", procs, jobs);
   make_sysfs(dir + "/sys");
 
   ConfigLoad load = load_agent_config_text(
       "NodeName=bench001\nSpoolDir=" + dir + "/spool\nSocketPath=" + dir +
           "/agent.sock\nHttpAddress=127.0.0.1\nHttpPort=0\nKernelSource=none\n"
           "ProcRoot=" +
-          dir + "/proc\nSysfsRoot=" + dir + "/sys\n",
+          dir + "/proc\nSysfsRoot=" + dir + "/sys\nCgroupRoot=" + dir + "/cgroup\n" +
+          (whole_node_interval.empty() ? ""
+                                       : "DStateWholeNodeInterval=" + whole_node_interval + "\n"),
       "bench.conf");
   if (!load.errors.empty()) {
     (void)std::fprintf(stderr, "%s\n", load.errors.front().what());
@@ -173,8 +212,8 @@ int main(int argc, char** argv) {
       e.kind = "hung-task";
       e.severity = Severity::kError;
       e.time_usec = e.last_usec = now_usec();
-      e.pid = 1000 + b % procs;
-      e.lines = {"INFO: task python3:" + std::to_string(1000 + b % procs) +
+      e.pid = 1000 + b % std::max(procs, 1);
+      e.lines = {"INFO: task python3:" + std::to_string(*e.pid) +
                  " blocked for more than 120 seconds."};
       batch.push_back(std::move(e));
     }
@@ -196,11 +235,12 @@ int main(int argc, char** argv) {
 
   const double grep_cpu = grep_cpu_seconds(dir, static_cast<long>(lines_per_sec) * seconds);
   std::printf(
-      "agent footprint over %.1f s: %d kernel lines/s (%d batches/s), %d processes sampled every "
-      "%llds, "
-      "8 GPUs' counters every %llds, %d scrapes\n",
-      wall, lines_per_sec, batches_per_sec, procs,
+      "agent footprint over %.1f s: %d kernel lines/s (%d batches/s), %d processes (%d in %d "
+      "jobs) sampled every %llds with the whole table walked every %llds, 8 GPUs' counters every "
+      "%llds, %d scrapes\n",
+      wall, lines_per_sec, batches_per_sec, procs, std::min(procs, jobs * kTasksPerJob), jobs,
       static_cast<long long>(load.config.dstate_interval_ms / 1000),
+      static_cast<long long>(load.config.dstate_whole_node_interval_sec),
       static_cast<long long>(load.config.sysfs_interval_ms / 1000), scrapes);
   std::printf("  agent CPU: %.3f s = %.2f%% of one core (target < 1%%)\n", cpu, 100.0 * cpu / wall);
   std::printf("  agent RSS: %ld KiB now, %ld KiB peak (target < 32768 KiB)\n", rss, hwm);

@@ -52,6 +52,23 @@ std::optional<uint64_t> job_id_from_cgroup(std::string_view text) {
   return std::nullopt;
 }
 
+bool whole_node_walk_due(std::optional<int64_t> last_walk_usec, int64_t now_usec,
+                         int64_t every_usec) {
+  return !last_walk_usec || every_usec <= 0 || now_usec - *last_walk_usec >= every_usec;
+}
+
+std::vector<int64_t> pids_between_walks(const std::map<int64_t, uint64_t>& job_pids,
+                                        const std::vector<int64_t>& last_in_d) {
+  std::vector<int64_t> pids;
+  pids.reserve(job_pids.size() + last_in_d.size());
+  for (const auto& [pid, job] : job_pids)
+    pids.push_back(pid);
+  pids.insert(pids.end(), last_in_d.begin(), last_in_d.end());
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
 DStateSummary DStateSample::summary() const {
   DStateSummary s;
   s.time_usec = time_usec;
@@ -63,7 +80,8 @@ DStateSummary DStateSample::summary() const {
 
 DStateSampler::DStateSampler(Options options)
     : options_(std::move(options)),
-      reader_(GuardedReader::Options{options_.read_timeout, options_.max_stuck}) {}
+      reader_(GuardedReader::Options{options_.read_timeout, options_.max_stuck}),
+      job_cgroups_(options_.cgroup_root) {}
 
 namespace {
 
@@ -102,6 +120,20 @@ std::optional<uint64_t> stat_line_value(std::string_view text, std::string_view 
 
 }  // namespace
 
+std::vector<int64_t> DStateSampler::pids_to_read(int proc_dirfd, bool whole_node,
+                                                 std::map<int64_t, uint64_t>& job_pids) {
+  if (whole_node) {
+    rescan_cgroups_ = true;
+    return list_pids(proc_dirfd);
+  }
+  job_pids.merge(job_cgroups_.read(rescan_cgroups_).pids);  // a registered pid keeps its job
+  rescan_cgroups_ = false;
+  std::vector<int64_t> last_in_d;
+  for (const auto& [key, seen] : seen_)
+    last_in_d.push_back(key.first);
+  return pids_between_walks(job_pids, last_in_d);
+}
+
 DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered_pids) {
   DStateSample out;
   out.time_usec = now_usec();
@@ -112,7 +144,12 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
     out.error = e.what();
     return out;
   }
-  const std::vector<int64_t> pids = list_pids(proc->get());
+  std::map<int64_t, uint64_t> job_pids = registered_pids;
+  const int64_t mono = monotonic_usec();
+  out.whole_node = whole_node_walk_due(
+      last_walk_usec_, mono, static_cast<int64_t>(options_.whole_node_every.count()) * 1000000);
+  if (out.whole_node) last_walk_usec_ = mono;
+  const std::vector<int64_t> pids = pids_to_read(proc->get(), out.whole_node, job_pids);
   auto collected = std::make_shared<Collected>();
   const std::string root = options_.proc_root;
   auto pid_list = std::make_shared<const std::vector<int64_t>>(pids);
@@ -210,7 +247,7 @@ DStateSample DStateSampler::sample(const std::map<int64_t, uint64_t>& registered
     t.persistent = s.samples > 1 && out.time_usec - s.first_seen_usec >= persist_usec;
     next[key] = s;
     if (!t.job_id) {
-      if (auto it = registered_pids.find(t.pid); it != registered_pids.end()) t.job_id = it->second;
+      if (auto it = job_pids.find(t.pid); it != job_pids.end()) t.job_id = it->second;
     }
     if (t.persistent) ++out.persistent;
     ++out.by_wchan[t.wchan.empty() ? "?" : t.wchan];

@@ -1,5 +1,7 @@
 #include "collector/proc/dstate_sampler.h"
 
+#include "collector/proc/job_cgroups.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "tests/agent/test_support.h"
 
@@ -15,6 +18,7 @@ namespace {
 
 using agent::testing::FakeProcess;
 using agent::testing::TempDir;
+using agent::testing::write_file;
 using agent::testing::write_proc_tree;
 
 DStateSampler::Options options(const std::string& root) {
@@ -51,6 +55,102 @@ TEST(ProcStat, SlurmJobIdsComeOutOfCgroupV1AndV2Paths) {
   EXPECT_EQ(job_id_from_cgroup("12:memory:/slurm/uid_1000/job_99/step_1/task_0\n4:cpu:/\n"), 99u);
   EXPECT_FALSE(job_id_from_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"));
   EXPECT_FALSE(job_id_from_cgroup("0::/system.slice/myjob_12.service\n"));
+}
+
+TEST(JobCgroups, TheTasksOfSlurmJobsComeFromTheirCgroupsInTheV2AndV1Layouts) {
+  TempDir dir("cgroup");
+  const std::string v2 = dir / "v2";
+  const std::string scope = v2 + "/system.slice/slurmstepd.scope";
+  write_file(scope + "/job_41/step_0/user/task_0/cgroup.procs", "100\n101\n");
+  write_file(scope + "/job_41/step_extern/slurm/cgroup.procs", "90\n");
+  write_file(v2 + "/system.slice/node7_slurmstepd.scope/job_42/step_batch/user/task_0/cgroup.procs",
+             "200\n");
+  write_file(scope + "/system/cgroup.procs", "50\n");  // slurmstepd's own, no job's
+  write_file(v2 + "/system.slice/sshd.service/cgroup.procs", "60\n");
+  write_file(v2 + "/user.slice/job_99/cgroup.procs", "70\n");  // not where Slurm puts jobs
+  const JobTasks t2 = read_job_tasks(v2);
+  EXPECT_EQ(t2.pids, (std::map<int64_t, uint64_t>{{90, 41}, {100, 41}, {101, 41}, {200, 42}}));
+  EXPECT_EQ(t2.jobs, 2u);
+
+  const std::string v1 = dir / "v1";
+  write_file(v1 + "/freezer/slurm/uid_1000/job_7/step_0/cgroup.procs", "300\n");
+  write_file(v1 + "/freezer/slurm/uid_1000/job_7/step_batch/cgroup.procs", "301\n");
+  write_file(v1 + "/memory/slurm/uid_1000/job_8/step_0/cgroup.procs", "400\n");
+  EXPECT_EQ(read_job_tasks(v1).pids, (std::map<int64_t, uint64_t>{{300, 7}, {301, 7}}))
+      << "the freezer hierarchy alone names every job's tasks";
+
+  EXPECT_TRUE(read_job_tasks(dir / "missing").pids.empty());
+  EXPECT_TRUE(read_job_tasks("").pids.empty());
+}
+
+TEST(JobCgroups, AJobsTreeIsWalkedWhenNewAndReadAgainFromMemoryUntilAStepGoes) {
+  TempDir dir("cgroup");
+  const std::string scope = dir / "system.slice/slurmstepd.scope";
+  write_file(scope + "/job_41/step_0/user/task_0/cgroup.procs", "100\n");
+  JobCgroups cgroups(dir.path());
+  using Pids = std::map<int64_t, uint64_t>;
+  EXPECT_EQ(cgroups.read(false).pids, (Pids{{100, 41}}));
+
+  // A rank forks, another step starts, another job starts.
+  write_file(scope + "/job_41/step_0/user/task_0/cgroup.procs", "100\n101\n");
+  write_file(scope + "/job_41/step_1/user/task_0/cgroup.procs", "110\n");
+  write_file(scope + "/job_42/step_0/user/task_0/cgroup.procs", "200\n");
+  EXPECT_EQ(cgroups.read(false).pids, (Pids{{100, 41}, {101, 41}, {200, 42}}))
+      << "the known job's new step waits for a rescan; the new job is walked at once";
+  EXPECT_EQ(cgroups.read(true).pids, (Pids{{100, 41}, {101, 41}, {110, 41}, {200, 42}}));
+
+  // Step 0 ends and step 2 starts: the cgroup that went makes the job walked again.
+  std::filesystem::remove_all(scope + "/job_41/step_0");
+  write_file(scope + "/job_41/step_2/user/task_0/cgroup.procs", "120\n");
+  EXPECT_EQ(cgroups.read(false).pids, (Pids{{110, 41}, {120, 41}, {200, 42}}));
+}
+
+TEST(DStateSampler, WalksTheWholeProcessTableOnlyNowAndThen) {
+  const int64_t minute = 60'000'000;
+  EXPECT_TRUE(whole_node_walk_due(std::nullopt, 5, minute)) << "the first sample walks";
+  EXPECT_FALSE(whole_node_walk_due(1'000'000, 1'000'000 + minute - 1, minute));
+  EXPECT_TRUE(whole_node_walk_due(1'000'000, 1'000'000 + minute, minute));
+  EXPECT_TRUE(whole_node_walk_due(1'000'000, 1'000'001, 0)) << "0: at every sample";
+  EXPECT_EQ(pids_between_walks({{300, 7}, {100, 7}}, {200, 100, 200}),
+            (std::vector<int64_t>{100, 200, 300}));
+}
+
+// Job 41's two tasks run on a node that also has a daemon (300) and a task stuck in D outside any
+// job (200). Between walks, the daemon's trip into D goes unseen; the job's task and the stuck
+// task are followed.
+TEST(DStateSampler, BetweenWalksTheJobsTasksAndTheTasksAlreadyInDAreRead) {
+  TempDir dir("dstate");
+  const std::string root = dir / "proc";
+  const std::string cgroup = dir / "cgroup";
+  write_file(cgroup + "/system.slice/slurmstepd.scope/job_41/step_0/user/task_0/cgroup.procs",
+             "100\n101\n");
+  write_proc_tree(root, {{100, "python3", 'S', "do_wait"},
+                         {101, "python3", 'S', "do_wait"},
+                         {200, "cat", 'D', "amdgpu_cper_ring_write"},
+                         {300, "sshd", 'S', "do_select"}});
+  DStateSampler::Options o = options(root);
+  o.cgroup_root = cgroup;
+  o.whole_node_every = std::chrono::seconds(3600);
+  DStateSampler sampler(o);
+  const DStateSample walk = sampler.sample();
+  EXPECT_TRUE(walk.whole_node);
+  EXPECT_EQ(walk.processes, 4u);
+  ASSERT_EQ(walk.tasks.size(), 1u);
+
+  write_proc_tree(root, {{100, "python3", 'S', "do_wait"},
+                         {101, "python3", 'D', "amdgpu_cper_ring_write"},
+                         {200, "cat", 'D', "amdgpu_cper_ring_write"},
+                         {300, "sshd", 'D', "nfs_wait_on_request"}});
+  const DStateSample between = sampler.sample();
+  EXPECT_FALSE(between.whole_node);
+  EXPECT_EQ(between.processes, 3u) << "the job's two tasks and the one already in D";
+  ASSERT_EQ(between.tasks.size(), 2u);
+  EXPECT_EQ(between.tasks[0].pid, 101);
+  EXPECT_EQ(between.tasks[0].job_id, 41u) << "its job cgroup names the job";
+  EXPECT_EQ(between.tasks[1].pid, 200);
+  EXPECT_EQ(between.tasks[1].samples, 2u) << "the task the walk found in D is followed";
+  EXPECT_TRUE(between.tasks[1].persistent);
+  EXPECT_EQ(between.by_job.at(41), 1u);
 }
 
 TEST(DStateSampler, CountsTasksInDStateByWchanAndJob) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "agent/job_end.h"
@@ -16,8 +17,10 @@ namespace triage::agent {
 namespace {
 
 using testing::AgentHarness;
+using testing::append_file;
 using testing::eventually;
 using testing::field;
+using testing::iso_line;
 using testing::kNobody;
 using testing::kNogroup;
 using testing::lifecycle;
@@ -27,6 +30,7 @@ using testing::MungeDaemon;
 using testing::read_file;
 using testing::socket_json;
 using testing::TempDir;
+using testing::write_file;
 
 namespace fs = std::filesystem;
 
@@ -316,6 +320,68 @@ TEST_F(JobEnd, AnAnalyzerThatCannotStartIsASummaryNotACrash) {
   EXPECT_EQ(sums[0]["result"], "failed");
   EXPECT_NE(sums[0].value("error", "").find("exec /nonexistent/slurm-triage"), std::string::npos)
       << sums[0].dump();
+}
+
+// The kernel killed the job's last rank just before the epilog ran, after a burst of chatter the
+// reader has not got through yet. The evidence waits for the reader to catch up (it is told to
+// look at once), not for EvidenceSettleDelay, here a minute.
+TEST_F(JobEnd, EvidenceWaitsUntilTheKernelReaderHasCaughtUpAndNoLonger) {
+  const std::string dmesg = a.dir() + "/dmesg.txt";
+  write_file(dmesg, iso_line(now_usec(), "Linux version 6.1.0 (debian-kernel@lists.debian.org)"));
+  a.config.kernel_source = "file";
+  a.config.kernel_path = dmesg;
+  a.config.evidence_settle_ms = 60000;
+  start();
+  ASSERT_TRUE(eventually([&] {
+    return socket_json(a.socket(), {{"op", "health"}})["kernel"]["state"] == "waiting";
+  }));
+  const int64_t t0 = now_usec();
+  a.slurm().set_job(failed_job(4545, "oom", {"node-a"}, t0));
+  std::string chatter;
+  for (int i = 0; i < 100000; ++i)
+    chatter += iso_line(t0 + i, "eth0: Link is Up - 100Gbps/Full - flow control off");
+  append_file(dmesg,
+              chatter +
+                  iso_line(t0 + 100000,
+                           "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+                           "mems_allowed=0-1,oom_memcg=/system.slice/slurmstepd.scope/job_4545,"
+                           "task_memcg=/system.slice/slurmstepd.scope/job_4545/step_0/user/task_0,"
+                           "task=python3,pid=6545,uid=65534") +
+                  iso_line(t0 + 100001,
+                           "Memory cgroup out of memory: Killed process 6545 (python3) "
+                           "total-vm:80000000kB, anon-rss:64000000kB, file-rss:0kB, "
+                           "shmem-rss:0kB, UID:65534 pgtables:127000kB oom_score_adj:0"));
+  const auto ended = std::chrono::steady_clock::now();
+  run_job(4545, "node-a", "oom", "basic", t0);
+
+  std::vector<nlohmann::json> records;
+  ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 4545)).empty(); }, 20000));
+  EXPECT_LT(std::chrono::steady_clock::now() - ended, std::chrono::seconds(15))
+      << "the minute's maximum was not waited";
+  const Evidence ev = evidence_from_json(records[0]["evidence"], "stdin");
+  ASSERT_EQ(ev.nodes.size(), 1u);
+  ASSERT_EQ(ev.nodes[0].events.size(), 1u) << "the line written before the job end is evidence";
+  EXPECT_EQ(ev.nodes[0].events[0].kind, "oom-kill");
+  EXPECT_EQ(ev.nodes[0].events[0].job_id, 4545u);
+}
+
+TEST(EvidenceSettled, TheWaitEndsWhenEveryLiveReaderHasLookedSinceTheJobEndedOrAtTheMaximum) {
+  const int64_t ended = 10'000'000;
+  const int64_t max_wait = 2'000'000;
+  const KernelSourceProgress behind{true, ended - 1};
+  const KernelSourceProgress caught_up{true, ended};
+  const KernelSourceProgress failing{false, 0};
+  EXPECT_FALSE(evidence_settled({behind}, ended, ended + 5000, max_wait));
+  EXPECT_TRUE(evidence_settled({caught_up}, ended, ended + 5000, max_wait));
+  EXPECT_FALSE(evidence_settled({caught_up, behind}, ended, ended + 5000, max_wait))
+      << "every live reader";
+  EXPECT_TRUE(evidence_settled({failing}, ended, ended, max_wait))
+      << "a failing or absent reader will not catch up by waiting";
+  EXPECT_TRUE(evidence_settled({}, ended, ended, max_wait)) << "KernelSource=none";
+  EXPECT_FALSE(evidence_settled({behind}, ended, ended + max_wait - 1, max_wait));
+  EXPECT_TRUE(evidence_settled({behind}, ended, ended + max_wait, max_wait))
+      << "EvidenceSettleDelay is the longest wait";
+  EXPECT_TRUE(evidence_settled({behind}, ended, ended, 0)) << "EvidenceSettleDelay=0: no wait";
 }
 
 // docs/analyze.md: 0 all jobs fine, 1 a job failed (both are finished analyses), 2 usage,

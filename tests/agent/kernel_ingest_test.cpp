@@ -24,7 +24,9 @@ namespace triage::agent {
 namespace {
 
 using testing::AgentHarness;
+using testing::append_file;
 using testing::eventually;
+using testing::iso_line;
 using testing::kNobody;
 using testing::kNogroup;
 using testing::lifecycle;
@@ -35,25 +37,6 @@ using testing::write_file;
 
 constexpr const char* kBootUuid = "5a0c9a51-6f9e-4e0f-9a4e-2d1f5b7c8e90";
 constexpr const char* kBootId = "5a0c9a516f9e4e0f9a4e2d1f5b7c8e90";
-
-// A line as `dmesg --time-format iso` prints it.
-std::string iso_line(int64_t usec, const std::string& message) {
-  const time_t sec = static_cast<time_t>(usec / 1000000);
-  tm t{};
-  gmtime_r(&sec, &t);
-  char buf[64];
-  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d,%06lld+00:00 ",
-                      t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
-                      static_cast<long long>(usec % 1000000));
-  return buf + message + "\n";
-}
-
-// Appends as a syslog daemon or the kernel would: to the end of a file someone is reading.
-void append_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::app | std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
 
 void start_job(const std::string& socket, uint64_t job) {
   const nlohmann::json answer = socket_json(

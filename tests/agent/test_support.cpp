@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,6 +66,23 @@ void write_file(const std::string& path, const std::string& content, mode_t mode
     out << content;
   }
   ::chmod(path.c_str(), mode);
+}
+
+void append_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << text;
+  if (!out.good()) throw std::runtime_error("cannot append to " + path);
+}
+
+std::string iso_line(int64_t usec, const std::string& message) {
+  const time_t sec = static_cast<time_t>(usec / 1000000);
+  tm t{};
+  gmtime_r(&sec, &t);
+  char buf[64];
+  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d,%06lld+00:00 ",
+                      t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
+                      static_cast<long long>(usec % 1000000));
+  return buf + message + "\n";
 }
 
 std::string read_file(const std::string& path) {
@@ -215,8 +234,8 @@ AgentConfig test_config(const std::string& dir, const std::string& node, const s
   std::string text =
       "NodeName=" + node + "\n" + "SpoolDir=" + dir + "/spool\n" + "SocketPath=" + dir +
       "/agent.sock\n" + "HttpAddress=127.0.0.1\nHttpPort=0\nKernelSource=none\n" +
-      "ProcRoot=" + dir + "/proc\n" + "SysfsRoot=" + dir + "/sys\n" +
-      "AnalyzerPath=" + fake_analyzer_in(dir) + "\n" +
+      "ProcRoot=" + dir + "/proc\n" + "SysfsRoot=" + dir + "/sys\n" + "CgroupRoot=" + dir +
+      "/cgroup\nDStateWholeNodeInterval=0\n" + "AnalyzerPath=" + fake_analyzer_in(dir) + "\n" +
       "EvidenceSettleDelay=0\nPeerFetchTimeout=5s\nDStatePersistentAfter=0\n" + extra;
   ConfigLoad load = load_agent_config_text(text, "test.conf");
   if (!load.errors.empty()) throw std::runtime_error(load.errors.front().what());

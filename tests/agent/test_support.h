@@ -40,6 +40,10 @@ class TempDir {
 };
 
 void write_file(const std::string& path, const std::string& content, mode_t mode = 0644);
+// Appends as a syslog daemon or the kernel would: to the end of a file someone is reading.
+void append_file(const std::string& path, const std::string& text);
+// A kernel line as `dmesg --time-format iso` prints it.
+std::string iso_line(int64_t usec, const std::string& message);
 std::string read_file(const std::string& path);
 void make_dirs(const std::string& path, mode_t mode = 0755);
 
