@@ -1,7 +1,14 @@
 // `slurm-triage follow`: the live judgement driven from the command line, as people and scripts
 // use it without the agent.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,6 +110,67 @@ TEST_F(FollowCli, AnIncompleteLastLineWaitsForItsLineBreak) {
   const auto r = run_cli(
       once(thirty_steps() + "0: [2026-11-21 10:00:30] completed step: 30", last_step_epoch() + 10));
   EXPECT_EQ(json_lines(r.out).at(0)["last_step"], 29);
+}
+
+// `slurm-triage follow` polling a log, read line by line as it prints; killed on destruction.
+class RunningFollower {
+ public:
+  explicit RunningFollower(const std::vector<std::string>& args) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    std::vector<std::string> argv_s = {TRIAGE_CLI_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    argv.reserve(argv_s.size() + 1);
+    for (auto& a : argv_s)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    out_ = ::fdopen(out[0], "r");
+  }
+  ~RunningFollower() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    (void)std::fclose(out_);
+  }
+  RunningFollower(const RunningFollower&) = delete;
+  RunningFollower& operator=(const RunningFollower&) = delete;
+
+  // The next JSON line it prints (null at its end).
+  nlohmann::json next() {
+    char buf[8192];
+    if (std::fgets(buf, sizeof buf, out_) == nullptr) return nullptr;
+    return nlohmann::json::parse(buf);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+};
+
+TEST_F(FollowCli, PollingPrintsEachVerdictChangeAsTheLogGrowsAndFallsSilent) {
+  const auto log = dir / "slurm-4242.out";
+  std::string steps;
+  for (int s = 0; s < 10; ++s)
+    steps += "0: completed step: " + std::to_string(s) + ", seconds: 0.010, loss: 9.1\n";
+  test::write_file(log, steps);
+  RunningFollower f({"follow", "--interval", "0.1", "--stall-min", "1", log.string()});
+  const auto first = f.next();
+  EXPECT_EQ(first["stalled"], false) << first;  // the steps just arrived
+  const auto silent = f.next();
+  EXPECT_EQ(silent["stalled"], true) << silent;  // a second without a step
+  EXPECT_GE(silent["silence_s"].get<double>(), 1.0);
+  std::ofstream(log, std::ios::app) << "0: completed step: 10, seconds: 0.010, loss: 9.1\n";
+  const auto resumed = f.next();
+  EXPECT_EQ(resumed["stalled"], false) << resumed;
+  EXPECT_EQ(resumed["last_step"], 10);
+  EXPECT_EQ(resumed["guards_applied"], nlohmann::json::array({"burst-floor"}));
 }
 
 TEST_F(FollowCli, UsageAndInputErrors) {
