@@ -136,6 +136,18 @@ const std::vector<FactTrigger>& fact_triggers() {
         {"srun: error: ", FactKind::kSrunError},
         {"no existing checkpoints found", FactKind::kFreshStart},
         {"restoring from this run's directory step", FactKind::kRestore},
+        // Pauses: announced before the pause where the framework says so (HF Trainer, Megatron,
+        // DeepSpeed, generic loops); MaxText only says so after a synchronous save.
+        {"saving checkpoint", FactKind::kCheckpointSave},
+        {"saving model checkpoint", FactKind::kCheckpointSave},
+        {"is about to be saved", FactKind::kCheckpointSave},
+        {"saved a checkpoint", FactKind::kCheckpointSave},
+        {"running evaluation", FactKind::kEvaluation},
+        {"running validation", FactKind::kEvaluation},
+        {"starting validation", FactKind::kEvaluation},
+        {"evaluating iter", FactKind::kEvaluation},
+        {"completed eval step", FactKind::kEvaluation},
+        {"***** evaluating ", FactKind::kEvaluation},
     };
     // "ssh -L <port>:..." or "ssh -L localhost:...": spelled out so that every trigger literal is
     // at least 8 bytes long (the literal search samples every min_length - 3 bytes).
@@ -238,6 +250,19 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   if (has(FactKind::kSrunError)) on_srun_error(lt, line_no);
   if (has(FactKind::kFreshStart)) on_restore(lt, line_no, true);
   if (has(FactKind::kRestore)) on_restore(lt, line_no, false);
+  if (has(FactKind::kCheckpointSave)) on_pause(facts_.checkpoint_save, lt, line_no);
+  if (has(FactKind::kEvaluation)) on_pause(facts_.evaluation, lt, line_no);
+}
+
+void FactCollector::continue_steps(const StepSegment& seg) {
+  facts_.steps = seg;
+}
+
+void FactCollector::on_pause(PauseAnnouncement& pause, const LineText& lt, int64_t line_no) {
+  pause.line = line_no;
+  pause.time_usec = leading_timestamp_usec(lt.text, year_hint_).value_or(0);
+  ++pause.count;
+  pause.text = bounded(lt.raw);
 }
 
 int64_t FactCollector::lines_wanted() const {
@@ -292,7 +317,7 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   seg.last_text = bounded(lt.raw);
   ++seg.distinct_steps;
   if (seconds >= 0) {
-    if (*step >= seg.first_step + 5) {
+    if (*step >= seg.first_step + kWarmUpSteps) {
       seg.steady_seconds_sum += seconds;
       ++seg.steady_count;
     } else {

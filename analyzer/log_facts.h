@@ -1,7 +1,8 @@
 // Structured facts a training log states outright, extracted in the same pass as the signature
 // scan: training steps, the JOB SUMMARY, the run's config (steps=, checkpointing), node exits, task
-// failures reported by srun, the Ray tunnel, heartbeat accusations, tracebacks and checkpoint
-// restore markers. Each extractor is triggered by a literal (see fact_triggers()) and may ask for
+// failures reported by srun, the Ray tunnel, heartbeat accusations, tracebacks, checkpoint
+// restore markers, and the lines that announce a pause in training (a checkpoint save, an
+// evaluation pass). Each extractor is triggered by a literal (see fact_triggers()) and may ask for
 // the lines that follow (a summary block, a traceback).
 #pragma once
 
@@ -32,6 +33,8 @@ enum class FactKind : uint8_t {
   kSrunError,
   kFreshStart,
   kRestore,
+  kCheckpointSave,
+  kEvaluation,
   kCount
 };
 struct FactTrigger {
@@ -39,6 +42,10 @@ struct FactTrigger {
   FactKind kind;
 };
 const std::vector<FactTrigger>& fact_triggers();
+
+// The first steps of a run (compilation, cache warm-up) are not its pace: steps from
+// first_step + kWarmUpSteps on are the steady state.
+inline constexpr int64_t kWarmUpSteps = 5;
 
 // One uninterrupted run of training steps (a restart in the same log starts a new one).
 struct StepSegment {
@@ -49,9 +56,9 @@ struct StepSegment {
   int64_t first_time_usec = 0;  // 0 = the line had no timestamp
   int64_t last_time_usec = 0;   // (-1 while the collector has not worked it out yet)
   uint64_t distinct_steps = 0;
-  double steady_seconds_sum = 0;  // steps >= first_step + 5
+  double steady_seconds_sum = 0;  // steps >= first_step + kWarmUpSteps
   uint64_t steady_count = 0;
-  double warm_seconds_sum = 0;  // steps first_step + 1 .. first_step + 4
+  double warm_seconds_sum = 0;  // steps first_step + 1 .. first_step + kWarmUpSteps - 1
   uint64_t warm_count = 0;
   double first_seconds = -1;
   std::string last_text;
@@ -122,6 +129,15 @@ struct RestoreFacts {
   std::string source;  // "log" or the worker log's relative path
 };
 
+// The last line announcing a pause in training: training is quiet while a checkpoint is written or
+// an evaluation runs, so a live stall judgement must know one was announced.
+struct PauseAnnouncement {
+  int64_t line = 0;       // 0 = none seen
+  int64_t time_usec = 0;  // the line's own timestamp (0 = none)
+  uint64_t count = 0;
+  std::string text;  // bounded
+};
+
 struct LogFacts {
   StepSegment steps;                 // the last segment
   std::vector<StepSegment> earlier;  // earlier segments, newest last (bounded)
@@ -135,7 +151,9 @@ struct LogFacts {
   std::map<int64_t, int64_t> self_reported_death;  // rank -> first line it logged its own death
   std::vector<TracebackFact> tracebacks;           // first ones, bounded
   RestoreFacts restore;
-  bool ray_enabled = false;  // RAY=1 in the header
+  PauseAnnouncement checkpoint_save;  // "Saving checkpoint", "Saving model checkpoint to", ...
+  PauseAnnouncement evaluation;       // "***** Running Evaluation *****", "Evaluating iter", ...
+  bool ray_enabled = false;           // RAY=1 in the header
 };
 
 // Feeds lines to the extractors. The scanner calls on_line() for every line that holds a trigger
@@ -144,6 +162,10 @@ class FactCollector {
  public:
   // `year_hint`: the year for timestamps printed without one (0 = the current year).
   explicit FactCollector(int year_hint);
+
+  // Continues `seg` instead of starting a new segment: a live follower scans a log chunk by chunk,
+  // and the steady/warm split and the restart test count from the segment's first step.
+  void continue_steps(const StepSegment& seg);
 
   // `kinds` is a bit mask of FactKind values whose literal the line contains (0 for lines fed only
   // because a window is open).
@@ -171,6 +193,7 @@ class FactCollector {
   void on_srun_error(const LineText& lt, int64_t line_no);
   void on_traceback_window_line(const LineText& lt, int64_t line_no);
   void on_restore(const LineText& lt, int64_t line_no, bool fresh);
+  void on_pause(PauseAnnouncement& pause, const LineText& lt, int64_t line_no);
 
   struct OpenTraceback {
     int64_t rank = -1;

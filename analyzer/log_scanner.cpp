@@ -1,6 +1,7 @@
 #include "analyzer/log_scanner.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -77,7 +78,9 @@ class Scanner {
         opt_(opt),
         out_(out),
         facts_(opt.year_hint),
-        year_(opt.year_hint != 0 ? opt.year_hint : utc_year(now_usec())) {
+        year_(opt.year_hint != 0 ? opt.year_hint : utc_year(now_usec())),
+        line_no_(opt.first_line) {
+    if (opt.continue_steps) facts_.continue_steps(*opt.continue_steps);
     out_.classes.assign(plan.catalog().classes().size(), ClassMatches{});
     out_.harmless_counts.assign(plan.catalog().harmless().size(), 0);
   }
@@ -291,7 +294,7 @@ class Scanner {
   int year_;
   std::vector<Candidate> candidates_;
   const char* data_ = nullptr;
-  int64_t line_no_ = 1;
+  int64_t line_no_;
 };
 
 }  // namespace
@@ -299,6 +302,7 @@ class Scanner {
 ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
   const int64_t t0 = monotonic_usec();
   ScanResult out;
+  const off_t start = ::lseek(fd, 0, SEEK_CUR);
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw_errno("stat log", errno);
   out.size_at_open = static_cast<uint64_t>(st.st_size);
@@ -344,9 +348,11 @@ ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
   }
   out.bytes_scanned = reader.bytes_read();
   out.ends_without_newline = out.bytes_scanned > 0 && last_byte != '\n';
-  out.lines = scanner.line_no() - 1 + (out.ends_without_newline ? 1 : 0);
-  out.tail = read_tail_lines(fd, out.bytes_scanned, out.lines, options.tail_lines,
-                             options.line_copy_bytes, kMaxTailScan);
+  out.lines = scanner.line_no() - options.first_line + (out.ends_without_newline ? 1 : 0);
+  out.tail =
+      read_tail_lines(fd, static_cast<uint64_t>(std::max<off_t>(start, 0)) + out.bytes_scanned,
+                      options.first_line - 1 + out.lines, options.tail_lines,
+                      options.line_copy_bytes, kMaxTailScan);
   out.facts = scanner.facts().take();
   out.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
   return out;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,12 +55,16 @@ struct ScanOptions {
   int year_hint = 0;           // for timestamps without a year (0 = this year)
   std::string source = "log";  // Finding::source for this file
   bool collect_facts = true;
+  // A live follower scans a growing log chunk by chunk: the number of the chunk's first line, and
+  // the step segment the earlier chunks left open (see FactCollector::continue_steps).
+  int64_t first_line = 1;
+  std::optional<StepSegment> continue_steps;
 };
 
 struct ScanResult {
   uint64_t size_at_open = 0;
   uint64_t bytes_scanned = 0;
-  int64_t lines = 0;
+  int64_t lines = 0;  // lines read by this scan (numbered from ScanOptions::first_line)
   bool ends_without_newline = false;
   bool stopped_early = false;  // max_bytes reached before the end
   uint64_t long_lines = 0;     // lines longer than a block, scanned in pieces

@@ -44,24 +44,9 @@ void decide_start(const ProgressInput& in, ProgressProjection& p) {
 }
 
 void decide_step_time(const StepSegment& s, ProgressProjection& p) {
-  if (s.steady_count > 0) {
-    p.step_seconds = s.steady_seconds_sum / static_cast<double>(s.steady_count);
-    p.step_time_basis =
-        "mean of " + std::to_string(s.steady_count) + " steady-state steps (warm-up skipped)";
-  } else if (s.warm_count > 0) {
-    p.step_time_basis =
-        "mean of " + std::to_string(s.warm_count) + " warm-up steps (no steady state yet)";
-    p.step_seconds = s.warm_seconds_sum / static_cast<double>(s.warm_count);
-  } else if (s.first_time_usec > 0 && s.last_time_usec > s.first_time_usec &&
-             s.last_step > s.first_step) {
-    p.step_seconds = static_cast<double>(s.last_time_usec - s.first_time_usec) / 1e6 /
-                     static_cast<double>(s.last_step - s.first_step);
-    p.step_time_basis = "from the step lines' timestamps";
-  } else if (s.first_seconds > 0) {
-    p.step_seconds = s.first_seconds;
-    p.step_time_basis = "the first step only (includes compilation)";
-  }
-  if (p.step_seconds && *p.step_seconds <= 0) p.step_seconds.reset();
+  StepTime t = step_time_of(s);
+  p.step_seconds = t.seconds;
+  p.step_time_basis = std::move(t.basis);
 }
 
 void decide_last_step_time(const ProgressInput& in, const StepSegment& s, ProgressProjection& p) {
@@ -143,6 +128,32 @@ void decide_checkpoints(const LogFacts& f, ProgressProjection& p) {
 }
 
 }  // namespace
+
+StepTime step_time_of(const StepSegment& s) {
+  StepTime t;
+  if (s.steady_count > 0) {
+    t.seconds = s.steady_seconds_sum / static_cast<double>(s.steady_count);
+    t.basis = "mean of " + std::to_string(s.steady_count) + " steady-state steps (warm-up skipped)";
+    t.steady = true;
+  } else if (s.warm_count > 0) {
+    t.basis = "mean of " + std::to_string(s.warm_count) + " warm-up steps (no steady state yet)";
+    t.seconds = s.warm_seconds_sum / static_cast<double>(s.warm_count);
+  } else if (s.first_time_usec > 0 && s.last_time_usec > s.first_time_usec &&
+             s.last_step > s.first_step) {
+    t.seconds = static_cast<double>(s.last_time_usec - s.first_time_usec) / 1e6 /
+                static_cast<double>(s.last_step - s.first_step);
+    t.basis = "from the step lines' timestamps";
+    t.steady = s.last_step >= s.first_step + kWarmUpSteps;
+  } else if (s.first_seconds > 0) {
+    t.seconds = s.first_seconds;
+    t.basis = "the first step only (includes compilation)";
+  }
+  if (t.seconds && *t.seconds <= 0) {
+    t.seconds.reset();
+    t.steady = false;
+  }
+  return t;
+}
 
 ProgressProjection project_progress(const ProgressInput& in) {
   ProgressProjection p;

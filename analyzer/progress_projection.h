@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "analyzer/log_facts.h"
@@ -32,5 +33,16 @@ struct ProgressInput {
 };
 
 ProgressProjection project_progress(const ProgressInput& in);
+
+// A segment's step time, by the best basis it offers: the steady-state mean of the durations its
+// step lines state, else their warm-up mean, else the span between its first and last step's
+// times, else the first step alone. `steady` when the basis excludes warm-up: the steady-state
+// mean, or the time span of a segment already past its warm-up steps.
+struct StepTime {
+  std::optional<double> seconds;
+  std::string basis;
+  bool steady = false;
+};
+StepTime step_time_of(const StepSegment& s);
 
 }  // namespace triage

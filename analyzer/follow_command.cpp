@@ -1,0 +1,264 @@
+// `slurm-triage follow`: the live judgement without the agent. Polls one log as it grows, scans
+// each run of newly appended complete lines like the agent does (LiveProgress), and prints every
+// early warning and every change of the stall verdict as a JSON line. As root it becomes the log's
+// owner first, as analyze does.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analyzer/live_progress.h"
+#include "analyzer/log_scanner.h"
+#include "analyzer/owner_privilege.h"
+#include "analyzer/stall_verdict.h"
+#include "common/cli_registry.h"
+#include "common/error.h"
+#include "common/safe_io.h"
+#include "common/text.h"
+#include "common/time_util.h"
+
+namespace triage {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitStalled = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitInput = 3;
+constexpr int kExitRules = 5;
+// One scan reads at most this much; a longer line without a break is scanned in pieces.
+constexpr uint64_t kMaxChunk = uint64_t{64} << 20;
+
+constexpr const char* kHelp = R"(usage: slurm-triage follow [options] LOG
+
+Follows a running job's log as it grows and prints, one JSON object per line, every early warning
+(the first line of each failure class) and every change of the live stall verdict. The rules are
+those of the agent's live hang detection (docs/analyze.md, "Live verdicts").
+
+options:
+  --interval S          seconds between polls (default 10)
+  --stall-min S         HangStallMin: the least silence that can be a stall (default 600)
+  --stall-factor X      HangStallFactor: allowed silence in steady step times (default 10)
+  --pause-allowance S   extra silence after an announced checkpoint save or evaluation (default 1800)
+  --once                read what is there, print the warnings and the verdict, and exit
+  --now EPOCH           with --once: judge as if the time were EPOCH (seconds)
+  --rules DIR           extra rules directory (repeatable; after /etc/slurm/triage.d)
+  -h, --help            this text
+
+When run as root, slurm-triage becomes the owner of LOG (uid, gid, groups) before opening it.
+
+exit status:
+  0  followed (with --once: not stalled)
+  1  with --once: the job is stalled
+  2  usage error
+  3  the log could not be read
+  5  the rule catalog has errors
+)";
+
+struct Options {
+  std::string log;
+  double interval = 10;
+  LiveStallPolicy policy;
+  bool once = false;
+  std::vector<std::string> rules_dirs;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  (void)std::fprintf(stderr, "slurm-triage follow: %s\n(see 'slurm-triage follow --help')\n",
+                     msg.c_str());
+  std::exit(kExitUsage);
+}
+
+double positive(const std::string& name, const std::string& text) {
+  const auto v = parse_double(text);
+  if (!v || !(*v > 0) || *v > 1e9) usage_error(name + " expects a positive number");
+  return *v;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  bool now_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      (void)std::fputs(kHelp, stdout);
+      std::exit(kExitOk);
+    } else if (a == "--interval") {
+      o.interval = positive(a, value("--interval"));
+    } else if (a == "--stall-min") {
+      o.policy.min_seconds = positive(a, value("--stall-min"));
+    } else if (a == "--stall-factor") {
+      o.policy.factor = positive(a, value("--stall-factor"));
+    } else if (a == "--pause-allowance") {
+      o.policy.pause_allowance_seconds = positive(a, value("--pause-allowance"));
+    } else if (a == "--once") {
+      o.once = true;
+    } else if (a == "--now") {
+      const auto v = parse_int(value("--now"));
+      if (!v || *v < 0 || *v > 32503680000) usage_error("--now expects seconds since the epoch");
+      pin_now_usec(*v * 1000000);
+      now_given = true;
+    } else if (a == "--rules") {
+      o.rules_dirs.push_back(value("--rules"));
+    } else if (!a.empty() && a[0] == '-') {
+      usage_error("unknown option " + a);
+    } else if (o.log.empty()) {
+      o.log = a;
+    } else {
+      usage_error("follows one log");
+    }
+  }
+  if (o.log.empty()) usage_error("give the log to follow");
+  if (now_given && !o.once) usage_error("--now needs --once (a pinned clock never advances)");
+  return o;
+}
+
+// The end of the last complete line in [from, to), or `from` when there is none yet; a range as
+// long as kMaxChunk without a line break is taken whole (a huge line, scanned in pieces).
+uint64_t complete_lines_end(int fd, uint64_t from, uint64_t to) {
+  std::vector<char> buf(size_t{64} * 1024);
+  for (uint64_t end = to; end > from;) {
+    const uint64_t start = std::max(from, end > buf.size() ? end - buf.size() : 0);
+    const auto want = static_cast<size_t>(end - start);
+    const ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(start));
+    if (got < 0) throw_errno("pread log", errno);
+    if (static_cast<size_t>(got) < want) return from;  // shrank under us: next poll
+    for (size_t i = want; i-- > 0;) {
+      if (buf[i] == '\n') return start + i + 1;
+    }
+    end = start;
+  }
+  return to - from >= kMaxChunk ? to : from;
+}
+
+nlohmann::json verdict_json(const StallVerdict& v, int64_t now) {
+  return {{"event", "verdict"},
+          {"at", format_utc(now)},
+          {"stalled", v.stalled},
+          {"judged", v.judged},
+          {"threshold_s", v.threshold_s},
+          {"silence_s", v.silence_s},
+          {"last_step", v.last_step},
+          {"last_step_line", v.last_step_line},
+          {"last_step_at", v.last_step_usec > 0 ? format_utc(v.last_step_usec) : ""},
+          {"basis", v.basis},
+          {"guards_applied", v.guards_applied}};
+}
+
+nlohmann::json warning_json(const EarlyWarning& w) {
+  return {{"event", "warning"},       {"class", w.cls},
+          {"line", w.line},           {"text", printable(strip_ansi(w.text))},
+          {"truncated", w.truncated}, {"arrived", format_utc(w.arrived_usec)}};
+}
+
+void print(const nlohmann::json& j) {
+  (void)std::printf("%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  (void)std::fflush(stdout);
+}
+
+class Follower {
+ public:
+  Follower(const Options& o, const ScanPlan& plan)
+      : o_(o), plan_(plan), fd_(open_regular_file(o.log, false)), progress_(plan.catalog()) {}
+
+  // Reads what was appended since the last poll; prints new warnings and a changed verdict.
+  StallVerdict poll() {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) throw_errno("stat " + o_.log, errno);
+    const auto size = static_cast<uint64_t>(st.st_size);
+    if (size < offset_) {
+      print({{"event", "truncated"}, {"at", format_utc(now_usec())}, {"size", size}});
+      progress_ = LiveProgress(plan_.catalog());
+      offset_ = 0;
+      warnings_printed_ = 0;
+    }
+    const uint64_t end =
+        complete_lines_end(fd_.get(), offset_, std::min(size, offset_ + kMaxChunk));
+    if (end > offset_) absorb(end);
+    for (; warnings_printed_ < progress_.warnings().size(); ++warnings_printed_)
+      print(warning_json(progress_.warnings()[warnings_printed_]));
+    const int64_t now = now_usec();
+    StallVerdict v = judge_stall(progress_, now, o_.policy);
+    std::string key = v.stalled ? "stalled" : "not stalled";
+    for (const auto& g : v.guards_applied)
+      key += "," + g;
+    if (o_.once || key != last_key_) print(verdict_json(v, now));
+    last_key_ = key;
+    return v;
+  }
+
+ private:
+  void absorb(uint64_t end) {
+    if (::lseek(fd_.get(), static_cast<off_t>(offset_), SEEK_SET) < 0)
+      throw_errno("seek " + o_.log, errno);
+    ScanOptions opt = progress_.next_scan_options();
+    opt.max_bytes = end - offset_;
+    const ScanResult chunk = scan_log(fd_.get(), plan_, opt);
+    progress_.absorb(chunk, now_usec());
+    offset_ = end;
+  }
+
+  const Options& o_;
+  const ScanPlan& plan_;
+  UniqueFd fd_;
+  LiveProgress progress_;
+  uint64_t offset_ = 0;
+  size_t warnings_printed_ = 0;
+  std::string last_key_;
+};
+
+int follow(const Options& o, const ScanPlan& plan) {
+  Follower f(o, plan);
+  for (;;) {
+    const StallVerdict v = f.poll();
+    if (o.once) return v.stalled ? kExitStalled : kExitOk;
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(o.interval);
+    ts.tv_nsec = static_cast<long>((o.interval - static_cast<double>(ts.tv_sec)) * 1e9);
+    while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+}
+
+int run_follow(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  std::vector<InputError> rule_errors;
+  const SignatureCatalog catalog = SignatureCatalog::load(o.rules_dirs, rule_errors);
+  if (!rule_errors.empty()) {
+    for (const auto& e : rule_errors)
+      (void)std::fprintf(stderr, "%s\n", e.what());
+    return kExitRules;
+  }
+  const ScanPlan plan(catalog);
+  try {
+    if (running_as_root()) {
+      // Root never opens a path the user controls: become the log's owner first, for good.
+      std::string err;
+      const auto owner = path_owner(o.log, &err);
+      if (!owner) throw std::runtime_error(err);
+      become(*owner);
+    }
+    return follow(o, plan);
+  } catch (const std::exception& e) {
+    (void)std::fprintf(stderr, "slurm-triage follow: %s: %s\n", o.log.c_str(), e.what());
+    return kExitInput;
+  }
+}
+
+}  // namespace
+
+TRIAGE_CLI_COMMAND(follow, "follow a running job's log: early warnings and live stall verdicts",
+                   run_follow);
+
+}  // namespace triage
