@@ -19,7 +19,6 @@
 namespace triage::agent {
 namespace {
 
-using testing::kNobody;
 using testing::TempDir;
 using testing::write_file;
 
