@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/history_split.h"
+
 namespace triage::agent {
 
 namespace {
@@ -41,12 +43,6 @@ class SeenJobs {
   std::unordered_set<uint64_t> ids_;
 };
 
-bool seen_before(const nlohmann::json& record, SeenJobs& seen) {
-  if (!record.is_object()) return false;
-  const auto id = record.find("job_id");
-  return id != record.end() && id->is_number_unsigned() && seen.contains(id->get<uint64_t>());
-}
-
 AgentHistory read_answer(const PeerResponse& answer, SeenJobs& seen) {
   AgentHistory h;
   h.host = answer.host;
@@ -54,20 +50,19 @@ AgentHistory read_answer(const PeerResponse& answer, SeenJobs& seen) {
     h.error = answer.error;
     return h;
   }
-  const nlohmann::json doc = nlohmann::json::parse(answer.body, nullptr, false);
-  const auto records = doc.is_object() ? doc.find("records") : doc.end();
-  if (!doc.is_object() || records == doc.end() || !records->is_array()) {
+  const auto split = split_history_answer(answer.body);
+  if (!split) {
     h.error = "the agent's answer is not a history";
     return h;
   }
-  const auto host = doc.find("host");
-  if (host != doc.end() && host->is_string()) h.host = host->get<std::string>();
-  h.records = records->size();
+  if (!split->host.empty()) h.host = split->host;
+  h.records = split->records.size();
   std::string why;
-  for (const nlohmann::json& r : *records) {
-    if (seen_before(r, seen)) continue;
-    if (auto job = parse_job_outcome(r, why)) {
-      if (seen.insert(job->job_id)) h.jobs.push_back(std::move(*job));
+  for (const HistoryRecordText& r : split->records) {
+    if (r.job_id && seen.contains(*r.job_id)) continue;
+    const auto job = parse_job_outcome(nlohmann::json::parse(r.text, nullptr, false), why);
+    if (job) {
+      if (seen.insert(job->job_id)) h.jobs.push_back(*job);
       continue;
     }
     ++h.skipped;
@@ -76,7 +71,7 @@ AgentHistory read_answer(const PeerResponse& answer, SeenJobs& seen) {
   return h;
 }
 
-// Parsing dominates with many large histories; it spreads over the cores.
+// Reading many large histories is CPU-bound; it spreads over the cores.
 std::vector<AgentHistory> read_answers(const std::vector<PeerResponse>& answers) {
   const size_t workers =
       std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(1, answers.size()));
