@@ -60,9 +60,9 @@ AgentHistory read_answer(const PeerResponse& answer, SeenJobs& seen) {
   std::string why;
   for (const HistoryRecordText& r : split->records) {
     if (r.job_id && seen.contains(*r.job_id)) continue;
-    const auto job = parse_job_outcome(nlohmann::json::parse(r.text, nullptr, false), why);
+    auto job = parse_job_outcome(nlohmann::json::parse(r.text, nullptr, false), why);
     if (job) {
-      if (seen.insert(job->job_id)) h.jobs.push_back(*job);
+      if (seen.insert(job->job_id)) h.jobs.push_back(std::move(*job));
       continue;
     }
     ++h.skipped;
@@ -73,8 +73,8 @@ AgentHistory read_answer(const PeerResponse& answer, SeenJobs& seen) {
 
 // Reading many large histories is CPU-bound; it spreads over the cores.
 std::vector<AgentHistory> read_answers(const std::vector<PeerResponse>& answers) {
-  const size_t workers =
-      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(1, answers.size()));
+  const size_t workers = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
+                                            std::max<size_t>(1, answers.size()));
   std::vector<AgentHistory> out(answers.size());
   SeenJobs seen;
   std::vector<std::future<void>> running;
@@ -114,6 +114,7 @@ GatheredHistory merge_history_answers(const std::vector<PeerResponse>& answers) 
 GatheredHistory gather_history(const std::vector<std::string>& nodes, int port,
                                const PeerFetchOptions& options) {
   std::vector<PeerRequest> requests;
+  requests.reserve(nodes.size());
   for (const std::string& n : nodes)
     requests.push_back({n, peer_base_url(n, port), "/v1/history"});
   return merge_history_answers(fetch_from_peers(requests, options));

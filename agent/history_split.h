@@ -13,8 +13,8 @@
 namespace triage::agent {
 
 struct HistoryRecordText {
-  std::string_view text;            // the record's JSON, as sent
-  std::optional<uint64_t> job_id;   // its top-level "job_id" when that is a plain unsigned integer
+  std::string_view text;           // the record's JSON, as sent
+  std::optional<uint64_t> job_id;  // its top-level "job_id" when that is a plain unsigned integer
 };
 
 struct HistoryAnswerText {

@@ -109,6 +109,7 @@ NodeAnswer ask_socket(const std::string& path, int timeout_ms) {
 std::vector<NodeAnswer> ask_peers(const std::vector<std::string>& nodes, int port,
                                   const std::string& munge_socket, int timeout_ms) {
   std::vector<PeerRequest> requests;
+  requests.reserve(nodes.size());
   for (const std::string& n : nodes)
     requests.push_back({n, peer_base_url(n, port), "/v1/health"});
   PeerFetchOptions opt;
@@ -195,14 +196,15 @@ nlohmann::json suspects_report(const GatheredHistory& g, const SuspectRanking& r
   nlohmann::json suspects = nlohmann::json::array();
   for (const SuspectNode& s : r.suspects)
     suspects.push_back(suspect_json(s, drain_policy));
-  return {{"suspects", std::move(suspects)},
-          {"jobs", r.jobs},
-          {"multi_node_jobs", r.multi_node_jobs},
-          {"nodes", r.nodes_tested},
-          {"records",
-           {{"received", g.records}, {"skipped", g.skipped}, {"skipped_reasons", g.skipped_reasons}}},
-          {"agents", {{"reached", g.reached.size()}, {"unreachable", std::move(unreachable)}}},
-          {"test", r.test}};
+  return {
+      {"suspects", std::move(suspects)},
+      {"jobs", r.jobs},
+      {"multi_node_jobs", r.multi_node_jobs},
+      {"nodes", r.nodes_tested},
+      {"records",
+       {{"received", g.records}, {"skipped", g.skipped}, {"skipped_reasons", g.skipped_reasons}}},
+      {"agents", {{"reached", g.reached.size()}, {"unreachable", std::move(unreachable)}}},
+      {"test", r.test}};
 }
 
 void print_suspects(const nlohmann::json& report) {
@@ -234,9 +236,11 @@ void print_suspects(const nlohmann::json& report) {
 int run_suspects(const std::vector<std::string>& nodes, int port, const PeerFetchOptions& fetch,
                  const std::string& drain_policy, const std::string& format) {
   const GatheredHistory g = gather_history(nodes, port, fetch);
-  const nlohmann::json report = suspects_report(g, rank_suspects(g.jobs, SuspectPolicy{}), drain_policy);
+  const nlohmann::json report =
+      suspects_report(g, rank_suspects(g.jobs, SuspectPolicy{}), drain_policy);
   if (format == "json") {
-    std::printf("%s\n", report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n",
+                report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     print_suspects(report);
   }
@@ -290,8 +294,9 @@ int run_nodes(int argc, char** argv) {
     }
   }
   if (suspects && nodes_expr.empty()) {
-    throw InputError("slurm-triage nodes", 0,
-                     "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
+    throw InputError(
+        "slurm-triage nodes", 0,
+        "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
   }
   const bool use_file = config_given || ::access(config_path.c_str(), R_OK) == 0;
   ConfigLoad load = load_agent_config(use_file ? config_path : "");
@@ -307,7 +312,7 @@ int run_nodes(int argc, char** argv) {
   if (suspects) {
     PeerFetchOptions fetch;
     fetch.munge_socket = munge_socket;
-    fetch.timeout_ms = timeout_s * 1000;
+    fetch.timeout_ms = int64_t{timeout_s} * 1000;
     return run_suspects(expand_hostlist(nodes_expr, "--nodes"), http_port, fetch,
                         load.config.drain_policy, format);
   }

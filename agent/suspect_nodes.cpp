@@ -135,8 +135,13 @@ std::vector<std::string> class_reasons(const std::string& node,
     std::string evidence = trusted == 0 ? "none" : std::to_string(trusted);
     if (trusted == count && count > 1) evidence = "all";
     if (trusted == count && count == 1) evidence = "it";
-    out.push_back(std::to_string(count) + " of them " + (count == 1 ? "was " : "were ") + cls +
-                  ", " + evidence + " with trusted evidence on this node");
+    std::string line = std::to_string(count);
+    line += count == 1 ? " of them was " : " of them were ";
+    line += cls;
+    line += ", ";
+    line += evidence;
+    line += " with trusted evidence on this node";
+    out.push_back(std::move(line));
   }
   return out;
 }
@@ -178,11 +183,10 @@ std::optional<JobOutcome> parse_job_outcome(const nlohmann::json& record, std::s
 std::vector<JobOutcome> distinct_jobs(std::vector<JobOutcome> records) {
   std::stable_sort(records.begin(), records.end(),
                    [](const JobOutcome& a, const JobOutcome& b) { return a.job_id < b.job_id; });
-  records.erase(std::unique(records.begin(), records.end(),
-                            [](const JobOutcome& a, const JobOutcome& b) {
-                              return a.job_id == b.job_id;
-                            }),
-                records.end());
+  records.erase(
+      std::unique(records.begin(), records.end(),
+                  [](const JobOutcome& a, const JobOutcome& b) { return a.job_id == b.job_id; }),
+      records.end());
   return records;
 }
 
@@ -242,12 +246,13 @@ SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectP
   }
   out.nodes_tested = tallies.size();
   out.threshold = policy.family_alpha / static_cast<double>(std::max<uint64_t>(1, tallies.size()));
-  out.test = "binomial tail P(X >= k) of a node's platform/unknown failures among its multi-node "
-             "jobs, against the cluster's rate for jobs of the same size (2-3, 4-7, 8-15, 16+ "
-             "nodes; the node's own jobs left out); suspect when k >= " +
-             std::to_string(policy.min_failures) + " and p < " + short_number(policy.family_alpha) +
-             "/" + std::to_string(out.nodes_tested) + " = " + short_number(out.threshold) +
-             " (Bonferroni over the nodes tested)";
+  out.test =
+      "binomial tail P(X >= k) of a node's platform/unknown failures among its multi-node "
+      "jobs, against the cluster's rate for jobs of the same size (2-3, 4-7, 8-15, 16+ "
+      "nodes; the node's own jobs left out); suspect when k >= " +
+      std::to_string(policy.min_failures) + " and p < " + short_number(policy.family_alpha) + "/" +
+      std::to_string(out.nodes_tested) + " = " + short_number(out.threshold) +
+      " (Bonferroni over the nodes tested)";
   for (auto& [node, tally] : tallies) {
     uint64_t n = 0;
     uint64_t k = 0;

@@ -72,9 +72,9 @@ struct SuspectPolicy {
 
 struct SuspectNode {
   std::string node;
-  uint64_t failures = 0;  // k
-  uint64_t jobs = 0;      // n
-  double expected = 0;    // mu
+  uint64_t failures = 0;    // k
+  uint64_t jobs = 0;        // n
+  double expected = 0;      // mu
   double cluster_rate = 0;  // mu / n: the cluster's rate for jobs of this node's jobs' sizes
   double p_value = 1;
   std::vector<uint64_t> failed_jobs;  // the k jobs, newest first

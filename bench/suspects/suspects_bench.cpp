@@ -45,14 +45,17 @@ pid_t start_munged(const std::string& dir, const std::string& socket) {
     rnd.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     key << bytes;
   }
-  std::filesystem::permissions(dir + "/munge.key", std::filesystem::perms::owner_read |
-                                                       std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      dir + "/munge.key", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const std::string args[] = {"munged", "--socket=" + socket, "--key-file=" + dir + "/munge.key",
+    const std::string args[] = {"munged",
+                                "--socket=" + socket,
+                                "--key-file=" + dir + "/munge.key",
                                 "--pid-file=" + dir + "/munged.pid",
                                 "--log-file=" + dir + "/munged.log",
-                                "--seed-file=" + dir + "/munged.seed", "--foreground"};
+                                "--seed-file=" + dir + "/munged.seed",
+                                "--foreground"};
     std::vector<char*> argv;
     for (const auto& a : args)
       argv.push_back(const_cast<char*>(a.c_str()));
@@ -110,13 +113,13 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/suspects-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   // munged wants its socket's directory reachable by everyone.
-  std::filesystem::permissions(dir, std::filesystem::perms::others_exec |
-                                        std::filesystem::perms::group_exec,
-                               std::filesystem::perm_options::add);
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::others_exec | std::filesystem::perms::group_exec,
+      std::filesystem::perm_options::add);
   const std::string socket = dir + "/munge.sock";
   const pid_t munged = start_munged(dir, socket);
   if (munged < 0) {
-    std::fprintf(stderr, "cannot start munged\n");
+    (void)std::fprintf(stderr, "cannot start munged\n");
     return 1;
   }
 
@@ -156,18 +159,20 @@ int main(int argc, char** argv) {
     const double gathered = seconds_since(t0);
     const SuspectRanking r = rank_suspects(g.jobs, SuspectPolicy{});
     times.push_back(seconds_since(t0));
-    std::printf("round %d: gather+merge+rank %.3f s (gather %.3f s; CPU %.2f s, fake agents "
-                "included): %zu agents reached, %zu unreachable, %zu jobs, "
-                "%zu suspects%s%s\n",
-                round + 1, times.back(), gathered, cpu_seconds() - cpu0, g.reached.size(), g.unreachable.size(), g.jobs.size(),
-                r.suspects.size(), r.suspects.empty() ? "" : ", first ",
-                r.suspects.empty() ? "" : r.suspects[0].node.c_str());
+    std::printf(
+        "round %d: gather+merge+rank %.3f s (gather %.3f s; CPU %.2f s, fake agents "
+        "included): %zu agents reached, %zu unreachable, %zu jobs, "
+        "%zu suspects%s%s\n",
+        round + 1, times.back(), gathered, cpu_seconds() - cpu0, g.reached.size(),
+        g.unreachable.size(), g.jobs.size(), r.suspects.size(),
+        r.suspects.empty() ? "" : ", first ", r.suspects.empty() ? "" : r.suspects[0].node.c_str());
   }
   std::sort(times.begin(), times.end());
-  std::printf("nodes --suspects over %zu agents x %zu jobs: median %.3f s, best %.3f s "
-              "(target < 2 s); grep -c job_id over the same bytes: %.3f s\n",
-              agents.size(), args.per_agent, times[times.size() / 2], times.front(),
-              grep_seconds(dir + "/all.json"));
+  std::printf(
+      "nodes --suspects over %zu agents x %zu jobs: median %.3f s, best %.3f s "
+      "(target < 2 s); grep -c job_id over the same bytes: %.3f s\n",
+      agents.size(), args.per_agent, times[times.size() / 2], times.front(),
+      grep_seconds(dir + "/all.json"));
   agents.clear();
   ::kill(munged, SIGTERM);
   ::waitpid(munged, nullptr, 0);

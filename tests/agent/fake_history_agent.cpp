@@ -76,7 +76,8 @@ void FakeHistoryAgent::answer(int fd) {
   if (request.rfind("GET /v1/history ", 0) != 0) {
     (void)send_all(fd, response("404 Not Found", "{\"error\":\"no such resource\"}"));
   } else if (request.find("\r\nAuthorization: Munge ") == std::string::npos) {
-    (void)send_all(fd, response("401 Unauthorized", "{\"error\":\"a munge credential is needed\"}"));
+    (void)send_all(fd,
+                   response("401 Unauthorized", "{\"error\":\"a munge credential is needed\"}"));
   } else {
     (void)send_all(fd, response("200 OK", body_));
   }

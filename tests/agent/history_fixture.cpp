@@ -60,13 +60,14 @@ void decide_outcome(Draw& d, const HistorySpec& spec, nlohmann::json& r,
   const double u = d.unit();
   if (has(nodes, spec.lemon) && d.unit() < spec.lemon_failure) {
     set_outcome(r, "failed", "nccl-timeout", "unknown");
-    r["implicated"].push_back(
-        {{"node", spec.lemon}, {"why", "its ranks stopped first in the NCCL log"}, {"trusted", false}});
+    r["implicated"].push_back({{"node", spec.lemon},
+                               {"why", "its ranks stopped first in the NCCL log"},
+                               {"trusted", false}});
   } else if (u < base / 2) {
     set_outcome(r, "failed", "gpu-xid-79", "platform");
     const std::string& culprit = nodes[d.below(nodes.size())];
-    r["implicated"].push_back({{"node", culprit}, {"why", "Xid 79 (GPU fell off the bus)"},
-                               {"trusted", true}});
+    r["implicated"].push_back(
+        {{"node", culprit}, {"why", "Xid 79 (GPU fell off the bus)"}, {"trusted", true}});
   } else if (u < base) {
     set_outcome(r, "failed", "nccl-timeout", "unknown");
   } else if (u < base + user_code) {

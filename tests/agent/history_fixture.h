@@ -23,7 +23,7 @@ struct HistorySpec {
   std::string lemon = "gpu-a017";
   double lemon_failure = 0.3;  // extra failure chance of a job with the lemon in it
   std::string busy = "gpu-a002";
-  double busy_weight = 3;  // how much likelier the busy node is to be picked
+  double busy_weight = 3;             // how much likelier the busy node is to be picked
   std::string careless = "gpu-a029";  // its jobs die of user code half the time
   uint64_t first_job_id = 1000;
   int64_t first_end_time = 1790000000;

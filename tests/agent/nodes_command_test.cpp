@@ -110,13 +110,15 @@ TEST(NodesCommand, SuspectsAreRankedFromEveryAgentsHistoryAndTheDrainNamesTheJob
           "end_time": "yesterday", "status": "failed", "nodes": ["gpu-a005", "gpu-a006"],
           "implicated": []})"));
     }
-    agents.push_back(std::make_unique<testing::FakeHistoryAgent>(testing::history_answer(node, records)));
-    list += (list.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(agents.back()->port());
+    agents.push_back(
+        std::make_unique<testing::FakeHistoryAgent>(testing::history_answer(node, records)));
+    list += (list.empty() ? "" : ",") + std::string("127.0.0.1:") +
+            std::to_string(agents.back()->port());
   }
   ASSERT_EQ(agents.size(), 40u);
   testing::write_file(dir.path() + "/empty.conf", "");
-  const std::string common =
-      "--config " + dir.path() + "/empty.conf --munge-socket " + munge.socket() + " --timeout 20 --suspects";
+  const std::string common = "--config " + dir.path() + "/empty.conf --munge-socket " +
+                             munge.socket() + " --timeout 20 --suspects";
 
   const CliRun json = run_cli(common + " --format json --nodes " + list + ",127.0.0.1:1");
   EXPECT_EQ(json.status, 1) << "one agent did not answer: " << json.out;

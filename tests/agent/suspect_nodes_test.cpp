@@ -78,10 +78,16 @@ TEST(JobOutcomeRecord, AWellFormedRecordReadsBack) {
 }
 
 TEST(JobOutcomeRecord, BadRecordsAreRefusedWithTheReason) {
-  const nlohmann::json good = {{"v", 1},          {"job_id", 7},       {"user", "bob"},
-                               {"end_time", 1},   {"status", "failed"}, {"class", nullptr},
-                               {"blame", nullptr}, {"nodes", {"n1", "n2"}},
-                               {"implicated", nlohmann::json::array()}, {"gpu_hours_lost", nullptr}};
+  const nlohmann::json good = {{"v", 1},
+                               {"job_id", 7},
+                               {"user", "bob"},
+                               {"end_time", 1},
+                               {"status", "failed"},
+                               {"class", nullptr},
+                               {"blame", nullptr},
+                               {"nodes", {"n1", "n2"}},
+                               {"implicated", nlohmann::json::array()},
+                               {"gpu_hours_lost", nullptr}};
   std::string why;
   ASSERT_TRUE(parse_job_outcome(good, why)) << why;
   auto without = [&](const char* key) {
@@ -140,8 +146,8 @@ TEST(RankSuspects, TheLemonIsNamedAndTheBusyHealthyNodeIsNot) {
   const auto ranking = rank_suspects(distinct_jobs(parse_all(generate_history(spec))), {});
   EXPECT_EQ(ranking.jobs, 400u);
   EXPECT_EQ(ranking.nodes_tested, 40u);
-  ASSERT_EQ(ranking.suspects.size(), 1u) << ranking.suspects[1].node << " "
-                                         << ranking.suspects[1].reasons[0];
+  ASSERT_EQ(ranking.suspects.size(), 1u)
+      << ranking.suspects[1].node << " " << ranking.suspects[1].reasons[0];
   const SuspectNode& lemon = ranking.suspects[0];
   EXPECT_EQ(lemon.node, spec.lemon);
   EXPECT_LT(lemon.p_value, ranking.threshold);
@@ -195,8 +201,8 @@ TEST(RankSuspects, UserFailuresNeverCountAgainstANode) {
 TEST(RankSuspects, TooFewFailuresAreNotEnoughWhateverTheirOdds) {
   std::vector<JobOutcome> jobs;
   for (uint64_t i = 1; i <= 2000; ++i)
-    jobs.push_back(job(i, {"a" + std::to_string(i % 50), "b" + std::to_string(i % 49)}, nullptr,
-                       "completed"));
+    jobs.push_back(
+        job(i, {"a" + std::to_string(i % 50), "b" + std::to_string(i % 49)}, nullptr, "completed"));
   jobs.push_back(job(5000, {"lonely", "a1"}, "platform"));
   jobs.push_back(job(5001, {"lonely", "a2"}, "platform"));
   EXPECT_TRUE(rank_suspects(jobs, {}).suspects.empty()) << "2 failures, min 3";
