@@ -1,5 +1,6 @@
 // `slurm-triage nodes`: node verdicts and drain recommendations, from the local agent (socket
-// `health`) or from a list of nodes (HTTP /v1/health with a munge credential).
+// `health`) or from a list of nodes (HTTP /v1/health with a munge credential); with --suspects,
+// the nodes whose jobs fail improbably often, from the list's outcome histories (/v1/history).
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -13,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/config.h"
+#include "agent/history_gather.h"
 #include "agent/peer_client.h"
+#include "agent/suspect_nodes.h"
 #include "common/build_config.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
@@ -27,13 +30,15 @@ namespace {
 void usage(FILE* out) {
   (void)std::fprintf(
       out,
-      "usage: slurm-triage nodes [--nodes HOSTLIST] [--format table|json] [options]\n"
+      "usage: slurm-triage nodes [--nodes HOSTLIST] [--suspects] [--format table|json] [options]\n"
       "\n"
       "Node health verdicts and drain recommendations from slurm-triage agents.\n"
       "Without --nodes, asks the local agent over its socket.\n"
       "\n"
       "  --nodes HOSTLIST     ask these nodes' agents over HTTP (node[01-04],gpu7;\n"
       "                       host:port picks a port per node)\n"
+      "  --suspects           rank the nodes whose multi-node jobs fail (platform/unknown)\n"
+      "                       improbably often, from the agents' job histories (needs --nodes)\n"
       "  --port N             their HTTP port (default: HttpPort from the config, 6829)\n"
       "  --munge-socket PATH  munged's socket (default: MungeSocket from the config)\n"
       "  --socket PATH        the local agent's socket (default: SocketPath)\n"
@@ -104,13 +109,9 @@ NodeAnswer ask_socket(const std::string& path, int timeout_ms) {
 std::vector<NodeAnswer> ask_peers(const std::vector<std::string>& nodes, int port,
                                   const std::string& munge_socket, int timeout_ms) {
   std::vector<PeerRequest> requests;
-  for (const std::string& n : nodes) {
-    const size_t colon = n.rfind(':');
-    const bool has_port =
-        colon != std::string::npos && parse_uint(std::string_view(n).substr(colon + 1));
-    const std::string base = has_port ? "http://" + n : "http://" + n + ":" + std::to_string(port);
-    requests.push_back({n, base, "/v1/health"});
-  }
+  requests.reserve(nodes.size());
+  for (const std::string& n : nodes)
+    requests.push_back({n, peer_base_url(n, port), "/v1/health"});
   PeerFetchOptions opt;
   opt.munge_socket = munge_socket;
   opt.timeout_ms = timeout_ms;
@@ -172,12 +173,87 @@ void print_table(const std::vector<NodeAnswer>& answers) {
   }
 }
 
+nlohmann::json suspect_json(const SuspectNode& s, const std::string& drain_policy) {
+  nlohmann::json reasons = s.reasons;
+  const auto drain = suspect_drain_recommendation(s, drain_policy);
+  if (drain) reasons.push_back(*drain);
+  return {{"node", s.node},
+          {"failures", s.failures},
+          {"jobs", s.jobs},
+          {"expected", s.expected},
+          {"cluster_rate", s.cluster_rate},
+          {"p_value", s.p_value},
+          {"failed_jobs", s.failed_jobs},
+          {"drain", {{"recommended", drain.has_value()}, {"policy", drain_policy}}},
+          {"reasons", std::move(reasons)}};
+}
+
+nlohmann::json suspects_report(const GatheredHistory& g, const SuspectRanking& r,
+                               const std::string& drain_policy) {
+  nlohmann::json unreachable = nlohmann::json::array();
+  for (const UnreachableAgent& u : g.unreachable)
+    unreachable.push_back({{"host", u.host}, {"error", u.error}});
+  nlohmann::json suspects = nlohmann::json::array();
+  for (const SuspectNode& s : r.suspects)
+    suspects.push_back(suspect_json(s, drain_policy));
+  return {
+      {"suspects", std::move(suspects)},
+      {"jobs", r.jobs},
+      {"multi_node_jobs", r.multi_node_jobs},
+      {"nodes", r.nodes_tested},
+      {"records",
+       {{"received", g.records}, {"skipped", g.skipped}, {"skipped_reasons", g.skipped_reasons}}},
+      {"agents", {{"reached", g.reached.size()}, {"unreachable", std::move(unreachable)}}},
+      {"test", r.test}};
+}
+
+void print_suspects(const nlohmann::json& report) {
+  for (const nlohmann::json& s : report["suspects"]) {
+    const auto& reasons = s["reasons"];
+    std::printf("%s: %s\n", printable(s["node"].get<std::string>()).c_str(),
+                printable(reasons.empty() ? "" : reasons[0].get<std::string>()).c_str());
+    for (size_t i = 1; i < reasons.size(); ++i)
+      std::printf("  %s\n", printable(reasons[i].get<std::string>()).c_str());
+  }
+  if (report["suspects"].empty()) {
+    std::printf("no suspect nodes among %s nodes tested\n", report["nodes"].dump().c_str());
+  }
+  const auto& agents = report["agents"];
+  std::printf("%s jobs (%s multi-node) from %s agents", report["jobs"].dump().c_str(),
+              report["multi_node_jobs"].dump().c_str(), agents["reached"].dump().c_str());
+  if (!agents["unreachable"].empty())
+    std::printf(", %zu unreachable", agents["unreachable"].size());
+  std::printf("; %s records skipped\n", report["records"]["skipped"].dump().c_str());
+  for (const nlohmann::json& u : agents["unreachable"]) {
+    std::printf("  unreachable %s: %s\n", printable(u["host"].get<std::string>()).c_str(),
+                printable(u["error"].get<std::string>()).c_str());
+  }
+  for (const nlohmann::json& why : report["records"]["skipped_reasons"])
+    std::printf("  skipped %s\n", printable(why.get<std::string>()).c_str());
+  std::printf("test: %s\n", report["test"].get<std::string>().c_str());
+}
+
+int run_suspects(const std::vector<std::string>& nodes, int port, const PeerFetchOptions& fetch,
+                 const std::string& drain_policy, const std::string& format) {
+  const GatheredHistory g = gather_history(nodes, port, fetch);
+  const nlohmann::json report =
+      suspects_report(g, rank_suspects(g.jobs, SuspectPolicy{}), drain_policy);
+  if (format == "json") {
+    std::printf("%s\n",
+                report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    print_suspects(report);
+  }
+  return g.unreachable.empty() ? 0 : 1;
+}
+
 int run_nodes(int argc, char** argv) {
   std::string config_path = std::string(kSysconfDir) + "/triage.conf";
   bool config_given = false;
   std::string nodes_expr, socket_path, munge_socket, format = "table";
   std::optional<int> port;
   int timeout_s = 10;
+  bool suspects = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {
@@ -195,6 +271,8 @@ int run_nodes(int argc, char** argv) {
       if (!p || *p == 0 || *p > 65535)
         throw InputError("slurm-triage nodes", 0, "--port must be 1-65535");
       port = static_cast<int>(*p);
+    } else if (a == "--suspects") {
+      suspects = true;
     } else if (a == "--munge-socket") {
       munge_socket = value("--munge-socket");
     } else if (a == "--socket") {
@@ -215,6 +293,11 @@ int run_nodes(int argc, char** argv) {
       throw InputError("slurm-triage nodes", 0, "unknown argument '" + printable(a) + "'");
     }
   }
+  if (suspects && nodes_expr.empty()) {
+    throw InputError(
+        "slurm-triage nodes", 0,
+        "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
+  }
   const bool use_file = config_given || ::access(config_path.c_str(), R_OK) == 0;
   ConfigLoad load = load_agent_config(use_file ? config_path : "");
   if (!load.errors.empty()) {
@@ -226,6 +309,13 @@ int run_nodes(int argc, char** argv) {
   if (munge_socket.empty()) munge_socket = load.config.munge_socket;
   const int http_port = port.value_or(load.config.http_port);
 
+  if (suspects) {
+    PeerFetchOptions fetch;
+    fetch.munge_socket = munge_socket;
+    fetch.timeout_ms = int64_t{timeout_s} * 1000;
+    return run_suspects(expand_hostlist(nodes_expr, "--nodes"), http_port, fetch,
+                        load.config.drain_policy, format);
+  }
   std::vector<NodeAnswer> answers;
   if (nodes_expr.empty()) {
     answers.push_back(ask_socket(socket_path, timeout_s * 1000));

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "agent/munge_auth.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -145,6 +146,13 @@ std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& reque
   transfers.clear();
   curl_multi_cleanup(multi);
   return out;
+}
+
+std::string peer_base_url(const std::string& node, int default_port) {
+  const size_t colon = node.rfind(':');
+  const bool has_port =
+      colon != std::string::npos && parse_uint(std::string_view(node).substr(colon + 1));
+  return has_port ? "http://" + node : "http://" + node + ":" + std::to_string(default_port);
 }
 
 }  // namespace triage::agent

@@ -29,6 +29,9 @@ struct PeerFetchOptions {
   size_t max_body = 64u << 20;
 };
 
+// "http://node:port" for a node named as in `--nodes`: "host:port" picks its own port.
+std::string peer_base_url(const std::string& node, int default_port);
+
 // Results come back in the order of `requests`.
 std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& requests,
                                            const PeerFetchOptions& options);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 
 #include "common/time_util.h"
+#include "tests/agent/fake_history_agent.h"
+#include "tests/agent/history_fixture.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {
@@ -92,7 +95,68 @@ TEST(NodesCommand, AListOfNodesIsAskedOverMungeHttpAndADeadOneIsNamed) {
   EXPECT_NE(bad.out.find("unreachable"), std::string::npos) << bad.out;
 }
 
+TEST(NodesCommand, SuspectsAreRankedFromEveryAgentsHistoryAndTheDrainNamesTheJobs) {
+  TempDir dir("suspects");
+  MungeDaemon munge(dir.path());
+  ASSERT_TRUE(munge.ok());
+  const testing::HistorySpec spec;
+  // Each node's agent serves the jobs it ran on; one also serves two records it cannot vouch for.
+  std::vector<std::unique_ptr<testing::FakeHistoryAgent>> agents;
+  std::string list;
+  for (auto& [node, records] : testing::histories_by_node(testing::generate_history(spec), 10000)) {
+    if (node == "gpu-a005") {
+      records.push_back({{"v", 1}, {"user", "x"}, {"nodes", {"gpu-a005", "gpu-a006"}}});
+      records.push_back(nlohmann::json::parse(R"({"v": 1, "job_id": 99999, "user": "x",
+          "end_time": "yesterday", "status": "failed", "nodes": ["gpu-a005", "gpu-a006"],
+          "implicated": []})"));
+    }
+    agents.push_back(
+        std::make_unique<testing::FakeHistoryAgent>(testing::history_answer(node, records)));
+    list += (list.empty() ? "" : ",") + std::string("127.0.0.1:") +
+            std::to_string(agents.back()->port());
+  }
+  ASSERT_EQ(agents.size(), 40u);
+  testing::write_file(dir.path() + "/empty.conf", "");
+  const std::string common = "--config " + dir.path() + "/empty.conf --munge-socket " +
+                             munge.socket() + " --timeout 20 --suspects";
+
+  const CliRun json = run_cli(common + " --format json --nodes " + list + ",127.0.0.1:1");
+  EXPECT_EQ(json.status, 1) << "one agent did not answer: " << json.out;
+  const auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_EQ(j["jobs"], 400);
+  EXPECT_EQ(j["nodes"], 40);
+  EXPECT_EQ(j["agents"]["reached"], 40);
+  ASSERT_EQ(j["agents"]["unreachable"].size(), 1u);
+  EXPECT_EQ(j["agents"]["unreachable"][0]["host"], "127.0.0.1:1");
+  EXPECT_EQ(j["records"]["skipped"], 2);
+  EXPECT_NE(j["test"].get<std::string>().find("Bonferroni"), std::string::npos);
+  ASSERT_EQ(j["suspects"].size(), 1u) << json.out;
+  const auto& lemon = j["suspects"][0];
+  EXPECT_EQ(lemon["node"], spec.lemon);
+  EXPECT_GE(lemon["failures"].get<int>(), 3);
+  EXPECT_GT(lemon["jobs"].get<int>(), lemon["failures"].get<int>());
+  EXPECT_LT(lemon["p_value"].get<double>(), 0.01 / 40);
+  EXPECT_GT(lemon["cluster_rate"].get<double>(), 0.0);
+  EXPECT_EQ(lemon["drain"]["recommended"], true);
+  const std::string drain = lemon["reasons"].back().get<std::string>();
+  EXPECT_EQ(drain.rfind("drain recommended: jobs " +
+                            std::to_string(lemon["failed_jobs"][0].get<uint64_t>()) + ", ",
+                        0),
+            0u)
+      << drain;
+
+  const CliRun table = run_cli(common + " --nodes " + list);
+  EXPECT_EQ(table.status, 0) << table.out;
+  EXPECT_NE(table.out.find(spec.lemon + ": "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("multi-node jobs failed (platform/unknown)"), std::string::npos);
+  EXPECT_NE(table.out.find("  drain recommended: jobs "), std::string::npos);
+  EXPECT_EQ(table.out.find(spec.busy + ":"), std::string::npos) << "the busy node is no suspect";
+  EXPECT_NE(table.out.find("test: binomial tail"), std::string::npos);
+}
+
 TEST(NodesCommand, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(run_cli("--suspects").status, 2) << "suspects need the list of nodes";
   EXPECT_EQ(run_cli("--format yaml").status, 2);
   EXPECT_EQ(run_cli("--bogus").status, 2);
   EXPECT_EQ(run_cli("--nodes 'node[1-'").status, 2);
