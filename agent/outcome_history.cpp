@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/spool.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -22,6 +22,8 @@ namespace {
 constexpr const char* kFile = "outcomes.jsonl";
 constexpr const char* kHeaderTag = "outcome-history";
 constexpr size_t kSetAsideNamesKept = 8;
+// Far beyond HistoryMaxJobs' largest window; a bigger file is read up to here and set aside.
+constexpr size_t kMaxFile = 512u << 20;
 
 std::string dump_line(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -90,48 +92,80 @@ void OutcomeHistory::load(int64_t now) {
     (void)rewrite();
     return;
   }
-  JsonLines lines;
-  {
+  std::string data;
+  try {
     UniqueFd file(fd);
-    lines = read_json_lines(fd);
+    data = read_fd_limited(fd, kMaxFile);
+  } catch (const std::exception& e) {
+    spdlog::error("history: cannot read {}: {}", kFile, e.what());
   }
-  std::string problem;
-  uint64_t unreadable = lines.bad_lines;
-  if (!lines.records.empty()) problem = header_problem(lines.records.front());
-  if (!problem.empty()) {
-    unreadable += lines.records.size();
-  } else {
-    for (size_t i = 1; i < lines.records.size(); ++i) {
-      try {
-        keep(outcome_from_json(lines.records[i]));
-      } catch (const std::exception& e) {
-        if (unreadable == lines.bad_lines)
-          problem = std::string("a record that does not read: ") + e.what();
-        ++unreadable;
-      }
-    }
-    if (lines.bad_lines > 0) {
-      problem += (problem.empty() ? "" : "; ") + std::to_string(lines.bad_lines) +
-                 " line(s) that are not JSON";
-    }
-  }
-  file_lines_ = lines.records.empty() ? 0 : lines.records.size() - 1;
-  if (lines.torn) {
+  const FileScan scan = read_records(data);
+  data = std::string();
+  file_lines_ = scan.records;
+  if (scan.torn) {
     ++counts_.torn;
     spdlog::warn("history: {} ends in an incomplete line (interrupted write); cutting it off",
                  kFile);
   }
-  if (!problem.empty()) {
-    counts_.unreadable += unreadable;
-    set_aside(problem + "; " + std::to_string(unreadable) + " unreadable line(s)");
+  if (!scan.problem.empty()) {
+    counts_.unreadable += scan.unreadable;
+    set_aside(scan.problem + "; " + std::to_string(scan.unreadable) + " unreadable line(s)");
   }
   trim(now);
-  if (!problem.empty() || lines.torn || lines.records.empty() ||
+  if (!scan.problem.empty() || scan.torn || !scan.header ||
       history_needs_rewrite(file_lines_, records_.size())) {
     (void)rewrite();
   }
   spdlog::info("history: {} job outcome(s) kept ({} days, at most {} jobs)", records_.size(),
                options_.window.days, options_.window.max_jobs);
+}
+
+// Line by line, so that loading a full history never holds more than the file's text and one
+// parsed line besides the records.
+OutcomeHistory::FileScan OutcomeHistory::read_records(std::string_view data) {
+  FileScan scan;
+  uint64_t not_json = 0;
+  size_t start = 0;
+  while (start < data.size()) {
+    const size_t nl = data.find('\n', start);
+    if (nl == std::string_view::npos) {
+      scan.torn = true;
+      break;
+    }
+    const std::string_view line = data.substr(start, nl - start);
+    start = nl + 1;
+    if (triage::trim(line).empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      ++not_json;
+      continue;
+    }
+    if (!scan.header) {
+      scan.header = true;
+      scan.problem = header_problem(j);
+      scan.wrong_header = !scan.problem.empty();
+      scan.unreadable += scan.wrong_header ? 1 : 0;
+      continue;
+    }
+    ++scan.records;
+    if (scan.wrong_header) {
+      ++scan.unreadable;
+      continue;
+    }
+    try {
+      keep(outcome_from_json(j));
+    } catch (const std::exception& e) {
+      if (scan.problem.empty())
+        scan.problem = std::string("a record that does not read: ") + e.what();
+      ++scan.unreadable;
+    }
+  }
+  scan.unreadable += not_json;
+  if (not_json > 0 && !scan.wrong_header) {
+    scan.problem += (scan.problem.empty() ? "" : "; ") + std::to_string(not_json) +
+                    " line(s) that are not JSON";
+  }
+  return scan;
 }
 
 void OutcomeHistory::set_aside(const std::string& why) {

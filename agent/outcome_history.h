@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/outcome_record.h"
@@ -78,7 +79,16 @@ class OutcomeHistory {
   size_t memory_bytes() const;
 
  private:
+  struct FileScan {
+    bool header = false;        // a first JSON line was there
+    bool wrong_header = false;  // ... and it names no format this agent reads
+    size_t records = 0;         // record lines after the header
+    uint64_t unreadable = 0;    // lines that held no valid record
+    bool torn = false;
+    std::string problem;  // why the file must be set aside ("" when it reads whole)
+  };
   void load(int64_t now);
+  FileScan read_records(std::string_view data);
   void keep(const OutcomeRecord& record);
   void set_aside(const std::string& why);
   void trim(int64_t now);
