@@ -22,6 +22,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       feeds_(cfg_, loop_, node_),
       health_(cfg_, loop_, node_, workers_, slurm_,
               [this](const std::string& state) { notify(state); }),
+      history_({cfg_.spool_dir + "/history", {cfg_.history_days, cfg_.history_max_jobs}}),
       pipeline_(
           cfg_, loop_, node_, workers_, slurm_, opts_.peer_url,
           [this](const JobRecord& j, int64_t start, int64_t end) {
@@ -33,13 +34,17 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
                                [this](JobRecord& j) { pipeline_.on_job_end(j); }}),
-      http_(
-          cfg_, loop_, node_, callers_,
-          HttpApi::Hooks{[this] { return health_on_loop(); }, [this] { return metrics_on_loop(); },
-                         [this](const JobRecord& j, int64_t start, int64_t end) {
-                           return node_evidence(j, start, end);
-                         }}) {
+      http_(cfg_, loop_, node_, callers_,
+            HttpApi::Hooks{
+                [this] { return health_on_loop(); }, [this] { return metrics_on_loop(); },
+                [this](const JobRecord& j, int64_t start, int64_t end) {
+                  return node_evidence(j, start, end);
+                },
+                [this](int64_t since) { return history_.answer(cfg_.node_name, since); },
+                [this](const OutcomeRecord& r) { return history_.add(r, now_usec() / 1000000); }}) {
   node_.set_on_change([this] { health_.schedule(); });
+  pipeline_.set_on_outcome(
+      [this](const OutcomeRecord& r) { (void)history_.add(r, now_usec() / 1000000); });
 }
 
 Agent::~Agent() {
@@ -62,6 +67,7 @@ void Agent::start() {
     spdlog::warn("SlurmUser '{}' does not exist; only root may post lifecycle messages",
                  cfg_.slurm_user);
   node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root) : opts_.boot_id);
+  history_.open(now_usec() / 1000000);
 
   socket_.open();
   http_.open();
@@ -98,8 +104,10 @@ void Agent::start_ticks() {
   };
   every("health", 1000, [this] { health_.evaluate(); });
   every("inbox", 30000, [this] { socket_.scan_inbox(); });
-  every("maintain", 60000,
-        [this] { node_.maintain([this](uint64_t id) { return pipeline_.busy(id); }); });
+  every("maintain", 60000, [this] {
+    node_.maintain([this](uint64_t id) { return pipeline_.busy(id); });
+    history_.maintain(now_usec() / 1000000);
+  });
   uint64_t watchdog_usec = 0;
   if (opts_.notify_systemd && sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
     every("watchdog", static_cast<int64_t>(watchdog_usec / 2000),
@@ -211,6 +219,11 @@ nlohmann::json Agent::health_on_loop() {
   h["kernel"] = feeds_.kernel_status();
   h["kernel"]["position"] = node_.kernel_position();  // durable: where a restart resumes
   h["node_events"] = node_.events().size();
+  h["history"] = {{"kept", history_.counts().kept},
+                  {"dropped", history_.counts().dropped},
+                  {"set_aside", history_.counts().set_aside},
+                  {"pushes", pipeline_.stats().history_pushes},
+                  {"push_failures", pipeline_.stats().history_push_failures}};
   h["version"] = kVersion;
   return h;
 }

@@ -12,6 +12,7 @@
 //   render_agent_metrics  agent_metrics.h  the /metrics page
 //   JobEndPipeline   job_end_pipeline.h  job end -> evidence -> analysis -> summary
 //   DrainController  drain_controller.h  node health -> drain recommendation / auto-drain
+//   OutcomeHistory   outcome_history.h   the outcomes of the jobs this node ran (/v1/history)
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -36,6 +37,7 @@
 #include "agent/kernel_ingest.h"
 #include "agent/node_feeds.h"
 #include "agent/node_state.h"
+#include "agent/outcome_history.h"
 #include "agent/periodic_thread.h"
 #include "agent/shared_slurm.h"
 #include "agent/slurm_client.h"
@@ -115,6 +117,7 @@ class Agent {
   NodeState node_;
   NodeFeeds feeds_;
   DrainController health_;
+  OutcomeHistory history_;
   JobEndPipeline pipeline_;
   SocketApi socket_;
   HttpApi http_;

@@ -59,6 +59,8 @@ AgentConfig map_config(const KvConfig& kv) {
   c.spool_retention_sec = kv.get_seconds("SpoolRetention");
   c.spool_max_bytes = kv.get_bytes("SpoolMaxSize");
   c.max_node_events = static_cast<size_t>(kv.get_int("MaxNodeEvents"));
+  c.history_days = kv.get_int("HistoryDays");
+  c.history_max_jobs = static_cast<size_t>(kv.get_int("HistoryMaxJobs"));
   c.socket_path = kv.get("SocketPath");
   c.socket_timeout_ms = kv.get_seconds("SocketTimeout") * 1000;
   c.socket_max_clients = static_cast<size_t>(kv.get_int("SocketMaxClients"));
@@ -143,6 +145,12 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           1LL << 20),
       key("MaxNodeEvents", T::kInt, "20000", "Node events kept in memory (newest win).", 100,
           10000000),
+      key("HistoryDays", T::kInt, "30",
+          "Job outcomes (GET /v1/history, 'slurm-triage nodes --suspects') are kept this many "
+          "days, and at most HistoryMaxJobs of them, whichever is smaller.",
+          1, 3650),
+      key("HistoryMaxJobs", T::kInt, "10000",
+          "Job outcomes kept at most (about 0.5 KB of memory and of spool each).", 1, 1000000),
       key("SocketPath", T::kPath, "/run/slurm-triage/agent.sock",
           "The local Unix socket (JSON lines) for the plugin, the CLI and users."),
       key("SocketTimeout", T::kDuration, "10s", "A socket client idle this long is disconnected.",

@@ -24,6 +24,8 @@ struct AgentConfig {
   int64_t spool_retention_sec{};
   int64_t spool_max_bytes{};
   size_t max_node_events{};
+  int64_t history_days{};  // job outcomes kept: this many days, at most history_max_jobs
+  size_t history_max_jobs{};
 
   std::string socket_path;
   int64_t socket_timeout_ms{};

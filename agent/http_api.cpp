@@ -106,17 +106,21 @@ std::string HttpApi::handle(const HttpRequest& req) {
     ++stats_.requests[status];
     return text;
   };
-  if (req.method != "GET") {
-    return answer(
-        405, http_response(405, "application/json", json_body({{"error", "only GET is supported"}}),
-                           "Allow: GET\r\n"));
+  const bool history = req.path == "/v1/history";
+  // POST only hands an outcome record over (inside the credential, no body).
+  if (req.method != "GET" && !(req.method == "POST" && history)) {
+    return answer(405, http_response(405, "application/json",
+                                     json_body({{"error",
+                                                 "only GET (and POST /v1/history) is "
+                                                 "supported"}}),
+                                     history ? "Allow: GET, POST\r\n" : "Allow: GET\r\n"));
   }
   if (req.path == "/metrics") {
     return answer(200,
                   http_response(200, "text/plain; version=0.0.4; charset=utf-8", hooks_.metrics()));
   }
   const std::optional<uint64_t> job_id = job_from_path(req.path);
-  if (req.path != "/v1/health" && !job_id)
+  if (req.path != "/v1/health" && !history && !job_id)
     return answer(404, error_response(404, "no such endpoint"));
 
   // Munge: the credential must decode, carry this exact request target, and come from someone
@@ -133,12 +137,43 @@ std::string HttpApi::handle(const HttpRequest& req) {
     spdlog::warn("http: refused a credential: {}", cred.error);
     return answer(401, error_response(401, cred.error));
   }
+  if (req.method == "POST") {
+    // The credential carries "<target>\n<record>": munge vouches for the record and its sender.
+    if (cred.payload.compare(0, req.target.size() + 1, req.target + "\n") != 0) {
+      return answer(401, error_response(401, "the credential was issued for another request"));
+    }
+    return history_post(cred.uid, cred.payload.substr(req.target.size() + 1));
+  }
   if (cred.payload != req.target) {
     return answer(401, error_response(401, "the credential was issued for another request"));
+  }
+  if (history) {
+    const auto q = parse_query(req.query);
+    const int64_t since = q.count("since") != 0 ? parse_int(q.at("since")).value_or(0) : 0;
+    return answer(200, http_response(200, "application/json", hooks_.history(since) + "\n"));
   }
   if (!job_id)
     return answer(200, http_response(200, "application/json", json_body(hooks_.health())));
   return job_events(*job_id, cred.uid, req.query);
+}
+
+std::string HttpApi::history_post(uid_t uid, const std::string& carried) {
+  // Only another node's agent (root) or Slurm may write into this node's history.
+  if (!callers_.privileged(uid)) {
+    ++stats_.requests[403];
+    return error_response(403, "uid " + std::to_string(uid) + " may not record job outcomes");
+  }
+  OutcomeRecord record;
+  try {
+    record = outcome_from_json(nlohmann::json::parse(carried));
+  } catch (const std::exception& e) {
+    ++stats_.requests[400];
+    return error_response(400, std::string("not an outcome record: ") + e.what());
+  }
+  const bool durable = hooks_.record_outcome(record);
+  ++stats_.requests[200];
+  return http_response(200, "application/json",
+                       json_body({{"recorded", record.job_id}, {"durable", durable}}));
 }
 
 std::string HttpApi::job_events(uint64_t job_id, uid_t uid, const std::string& query) {

@@ -1,6 +1,6 @@
 // The HTTP endpoint: /metrics for Prometheus (no authentication), and the munge-authenticated /v1
-// endpoints peers and `slurm-triage nodes` use (/v1/health, /v1/jobs/<id>/events). One request per
-// connection.
+// endpoints peers and `slurm-triage nodes` use (/v1/health, /v1/jobs/<id>/events, /v1/history).
+// One request per connection.
 //
 // Loop thread only.
 #pragma once
@@ -19,6 +19,7 @@
 #include "agent/http_message.h"
 #include "agent/job_table.h"
 #include "agent/node_state.h"
+#include "agent/outcome_record.h"
 #include "agent/stream_server.h"
 #include "common/model.h"
 
@@ -32,6 +33,10 @@ class HttpApi {
     std::function<std::string()> metrics;    // /metrics (Prometheus text)
     // /v1/jobs/<id>/events: this node's evidence for a job in a window (usec; 0: the job's own).
     std::function<NodeEvidence(const JobRecord&, int64_t start_usec, int64_t end_usec)> evidence;
+    // GET /v1/history: the answer body for records that ended at or after `since` (epoch s).
+    std::function<std::string(int64_t since)> history;
+    // POST /v1/history: a peer hands over an outcome record (whether it is durable here).
+    std::function<bool(const OutcomeRecord&)> record_outcome;
   };
   struct Stats {
     std::map<int, uint64_t> requests;  // status -> count
@@ -54,6 +59,7 @@ class HttpApi {
   void on_input(StreamServer::Conn& conn);
   std::string handle(const HttpRequest& req);
   std::string job_events(uint64_t job_id, uid_t uid, const std::string& query);
+  std::string history_post(uid_t uid, const std::string& carried);
 
   const AgentConfig& cfg_;
   EventLoop& loop_;

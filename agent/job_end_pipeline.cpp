@@ -220,13 +220,18 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
   const bool submitted = workers_.submit([this, job_id, epilog, self, peer_url, fetch] {
     // On a worker: slurmctld, peers and the passwd database may all be slow.
     const JobFacts facts = job_facts(slurm_, job_id, epilog);
+    const std::vector<PeerRequest> requests = peer_requests(slurm_, job_id, facts, self, peer_url);
     std::vector<NodeEvidence> peers;
-    for (const PeerResponse& r :
-         fetch_from_peers(peer_requests(slurm_, job_id, facts, self, peer_url), fetch)) {
+    for (const PeerResponse& r : fetch_from_peers(requests, fetch))
       peers.push_back(peer_evidence(r));
-    }
+    // Where the peers were reached: the job's outcome goes there too, without asking again.
+    std::map<std::string, std::string> bases;
+    for (const PeerRequest& r : requests)
+      bases[r.host] = r.base_url;
     Owner owner = owner_of(facts);
-    loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner)]() mutable {
+    loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner),
+                bases = std::move(bases)]() mutable {
+      peer_bases_[job_id] = std::move(bases);
       launch(job_id, facts, std::move(peers), owner.who, owner.home, owner.error);
     });
   });
@@ -287,6 +292,10 @@ void JobEndPipeline::done(uint64_t job_id, const JobFacts& facts, const std::str
     spdlog::info("job {}: analysis done in {} ms", job_id, outcome.duration_ms);
   }
   record_summary(job_id, std::move(s));
+  const auto bases = peer_bases_.find(job_id);
+  if (result == "ok" && bases != peer_bases_.end())
+    record_outcome(facts, outcome, bases->second, unreachable);
+  if (bases != peer_bases_.end()) peer_bases_.erase(bases);
   in_pipeline_.erase(job_id);
   pump();
 }
@@ -300,6 +309,58 @@ void JobEndPipeline::record_summary(uint64_t job_id, nlohmann::json summary) {
   recent_summaries_.push_back(std::move(summary));
   while (recent_summaries_.size() > kRecentSummaries)
     recent_summaries_.pop_front();
+}
+
+void JobEndPipeline::record_outcome(const JobFacts& facts, const AnalysisOutcome& outcome,
+                                    const std::map<std::string, std::string>& peers,
+                                    const std::vector<std::string>& unreachable) {
+  // --format json prints triage.json: the analyzer's answer is the record's source.
+  const nlohmann::json triage = nlohmann::json::parse(outcome.out, nullptr, false);
+  if (!triage.is_object()) {
+    spdlog::warn("job {}: no outcome recorded: the analyzer's answer is not a JSON object",
+                 facts.job_id);
+    return;
+  }
+  const OutcomeRecord record =
+      build_outcome_record(triage, facts, facts.gpus, now_usec() / 1000000);
+  if (on_outcome_) on_outcome_(record);
+  push_outcome(record, peers, unreachable);
+}
+
+void JobEndPipeline::push_outcome(const OutcomeRecord& record,
+                                  const std::map<std::string, std::string>& peers,
+                                  const std::vector<std::string>& unreachable) {
+  // A node whose agent did not answer for the evidence moments ago is not waited for again.
+  const std::string carried = outcome_to_compact_json(record).dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::vector<PeerRequest> requests;
+  for (const auto& [node, base] : peers) {
+    ++stats_.history_pushes;
+    if (std::find(unreachable.begin(), unreachable.end(), node) == unreachable.end()) {
+      requests.push_back({node, base, "/v1/history", carried});
+      continue;
+    }
+    ++stats_.history_push_failures;
+    spdlog::warn("job {}: outcome not recorded on {}: its agent did not answer for the evidence",
+                 record.job_id, node);
+  }
+  if (requests.empty()) return;
+  PeerFetchOptions push;
+  push.munge_socket = cfg_.munge_socket;
+  push.timeout_ms = cfg_.peer_fetch_timeout_ms;
+  push.max_body = 4096;
+  const uint64_t job_id = record.job_id;
+  (void)workers_.submit([this, job_id, requests = std::move(requests), push] {
+    std::vector<PeerResponse> answers = fetch_from_peers(requests, push);
+    loop_.post([this, job_id, answers = std::move(answers)] {
+      for (const PeerResponse& a : answers) {
+        if (a.ok) continue;
+        ++stats_.history_push_failures;
+        spdlog::warn("job {}: outcome not recorded on {} (not retried; it stays on this node): {}",
+                     job_id, a.host, a.error);
+      }
+    });
+  });
 }
 
 }  // namespace triage::agent

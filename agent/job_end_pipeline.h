@@ -1,8 +1,11 @@
 // The job-end hand-over on the analysis leader: queue the ended job, wait until the kernel log
 // reader has read what the kernel wrote up to the job's end (EvidenceSettleDelay at the most),
 // gather every node's evidence (slurmctld's facts, the peers' events, on a worker), run the
-// analyzer as the job's owner and keep a root-owned summary. The decisions along the way are the
-// plain functions of agent/job_end.h.
+// analyzer as the job's owner and keep a root-owned summary. When the analysis worked, the job's
+// outcome record (agent/outcome_record.h) goes into this node's history and is handed to every
+// other node of the job (POST /v1/history, on a worker: a peer that is down costs one attempt, a
+// log line and a count, never the job-end path). The decisions along the way are the plain
+// functions of agent/job_end.h.
 //
 // Loop thread only; slurmctld, the peers and the passwd database are asked on a worker.
 #pragma once
@@ -24,6 +27,7 @@
 #include "agent/job_table.h"
 #include "agent/kernel_ingest.h"
 #include "agent/node_state.h"
+#include "agent/outcome_record.h"
 #include "agent/shared_slurm.h"
 #include "agent/worker_pool.h"
 #include "common/model.h"
@@ -45,9 +49,16 @@ class JobEndPipeline {
     std::function<void()> look_again;
   };
 
+  // Keeps an outcome record in this node's history.
+  using OnOutcome = std::function<void(const OutcomeRecord&)>;
+
   struct Stats {
     std::map<std::string, uint64_t> analyses;  // result -> count
     uint64_t peer_fetch_failures = 0;
+    uint64_t history_pushes = 0;  // outcome records meant for another node of the job
+    // ... that did not arrive (not retried: the record stays on this node and the job's other
+    // nodes); a node that did not answer for the evidence is not tried again.
+    uint64_t history_push_failures = 0;
   };
 
   // `peer_url` is read when evidence is gathered (the agent fills it in once its port is known).
@@ -56,6 +67,8 @@ class JobEndPipeline {
                  KernelReader kernel);
   JobEndPipeline(const JobEndPipeline&) = delete;
   JobEndPipeline& operator=(const JobEndPipeline&) = delete;
+
+  void set_on_outcome(OnOutcome on_outcome) { on_outcome_ = std::move(on_outcome); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).
   void on_job_end(JobRecord& job);
@@ -81,6 +94,12 @@ class JobEndPipeline {
   void done(uint64_t job_id, const JobFacts& facts, const std::string& target,
             const std::vector<std::string>& unreachable, const AnalysisOutcome& outcome);
   void record_summary(uint64_t job_id, nlohmann::json summary);
+  void record_outcome(const JobFacts& facts, const AnalysisOutcome& outcome,
+                      const std::map<std::string, std::string>& peers,
+                      const std::vector<std::string>& unreachable);
+  // `peers`: node -> base URL, where its evidence was asked for.
+  void push_outcome(const OutcomeRecord& record, const std::map<std::string, std::string>& peers,
+                    const std::vector<std::string>& unreachable);
 
   const AgentConfig& cfg_;
   EventLoop& loop_;
@@ -90,10 +109,13 @@ class JobEndPipeline {
   const PeerUrl& peer_url_;
   OwnEvidence own_evidence_;
   KernelReader kernel_;
+  OnOutcome on_outcome_;
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;
   std::set<uint64_t> in_pipeline_;
+  // Where each job's other nodes were reached, from the evidence until the outcome is handed on.
+  std::map<uint64_t, std::map<std::string, std::string>> peer_bases_;
   std::deque<nlohmann::json> recent_summaries_;
   Stats stats_;
 };

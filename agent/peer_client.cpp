@@ -76,7 +76,8 @@ std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& reque
     const PeerRequest& r = requests[i];
     out[i].host = r.host;
     std::string error;
-    const auto cred = munge_credential(options.munge_socket, r.target, error);
+    const auto cred = munge_credential(
+        options.munge_socket, r.carried.empty() ? r.target : r.target + "\n" + r.carried, error);
     if (!cred) {
       out[i].error = error;
       continue;
@@ -93,6 +94,11 @@ std::vector<PeerResponse> fetch_from_peers(const std::vector<PeerRequest>& reque
     t->headers = curl_slist_append(t->headers, auth.c_str());
     curl_easy_setopt(t->easy, CURLOPT_URL, url.c_str());
     curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers);
+    if (!r.carried.empty()) {
+      curl_easy_setopt(t->easy, CURLOPT_POST, 1L);
+      curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, "");
+      curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE, 0L);
+    }
     curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->errbuf);

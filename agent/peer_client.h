@@ -1,6 +1,6 @@
 // Asking other nodes' agents over HTTP, in parallel and within one deadline: the job-end leader
-// fetches each node's evidence, `slurm-triage nodes` fetches each node's health. Every request
-// carries a fresh munge credential bound to its request target.
+// fetches each node's evidence and hands each an outcome record, `slurm-triage nodes` fetches each
+// node's health. Every request carries a fresh munge credential bound to its request target.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,10 @@ struct PeerRequest {
   std::string host;      // a name for reports
   std::string base_url;  // "http://node002:6829"
   std::string target;    // "/v1/jobs/4242/events?start=...&end=..."
+  // Data handed over inside the credential, after the target and a newline; when set the request
+  // is a POST without a body (POST /v1/history carries an outcome record this way: munge
+  // authenticates and seals it, and no request body has to be parsed).
+  std::string carried;
 };
 
 struct PeerResponse {

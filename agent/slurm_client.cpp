@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "agent/outcome_record.h"
 #include "common/child_process.h"
 #include "common/error.h"
 #include "common/hostlist.h"
@@ -272,6 +273,7 @@ class LibslurmClient final : public SlurmClient {
       f.end_time = static_cast<int64_t>(j.end_time);
     }
     f.restart_count = j.restart_cnt;
+    f.gpus = gpus_from_tres(str(j.tres_alloc_str));
     f.partition = str(j.partition);
     f.source = "slurmctld";
     return f;

@@ -112,6 +112,7 @@ struct JobFacts {
   int64_t start_time = 0;
   int64_t end_time = 0;
   int restart_count = 0;
+  std::optional<int64_t> gpus;  // GPUs allocated to the whole job (slurmctld's TRES), when known
   std::string partition;
   std::string mode;    // off | basic | full
   std::string source;  // slurmctld | epilog | cli

@@ -64,6 +64,11 @@ class JobEnd : public ::testing::Test {
       h->options.peer_url = [this](const std::string& node) { return url(node); };
     }
   }
+  // node-a first: an outcome it is still handing to node-b (on a worker) must find node-b there.
+  void TearDown() override {
+    a.stop();
+    b.stop();
+  }
   std::string url(const std::string& node) {
     if (node == "node-a") return "http://127.0.0.1:" + std::to_string(a.port());
     if (node == "node-b") return "http://127.0.0.1:" + std::to_string(b.port());
@@ -386,6 +391,46 @@ TEST(EvidenceSettled, TheWaitEndsWhenEveryLiveReaderHasLookedSinceTheJobEndedOrA
 
 // docs/analyze.md: 0 all jobs fine, 1 a job failed (both are finished analyses), 2 usage,
 // 3 unreadable input, 4 unwritable report, 5 broken rules; a signal is a killed analysis.
+TEST_F(JobEnd, TheOutcomeIsRecordedOnEveryNodeOfTheJobAndADownPeerIsCountedNotWaitedFor) {
+  start();
+  const int64_t t0 = now_usec();
+  JobFacts facts = failed_job(5151, "bert", {"node-a", "node-b", "node-c"}, t0);
+  facts.gpus = 24;
+  a.slurm().set_job(facts);
+  run_job(5151, "node-a,node-b,node-c", "bert", "basic", t0);  // node-c's agent is down
+
+  auto history_of = [&](AgentHarness& h) {
+    const auto got = testing::http_get_munged(h.port(), "/v1/history", munge.socket());
+    return got.status == 200 ? nlohmann::json::parse(got.body) : nlohmann::json();
+  };
+  nlohmann::json on_a;
+  nlohmann::json on_b;
+  ASSERT_TRUE(eventually([&] {
+    on_a = history_of(a);
+    on_b = history_of(b);
+    return on_a.value("kept", 0) == 1 && on_b.value("kept", 0) == 1;
+  })) << on_a.dump()
+      << "\n"
+      << on_b.dump();
+  for (const nlohmann::json& h : {on_a, on_b}) {
+    const nlohmann::json& r = h["records"][0];
+    EXPECT_EQ(r["job_id"], 5151);
+    EXPECT_EQ(r["user"], "nobody");
+    EXPECT_EQ(r["status"], "failed");
+    EXPECT_EQ(r["class"], "oom-host") << "the fake analyzer's answer";
+    EXPECT_EQ(r["nodes"], nlohmann::json::array({"node-a", "node-b", "node-c"}));
+    EXPECT_EQ(r["end_time"], facts.end_time);
+  }
+  EXPECT_EQ(on_a["host"], "node-a");
+  EXPECT_EQ(on_b["host"], "node-b");
+  nlohmann::json health;
+  ASSERT_TRUE(eventually([&] {
+    health = a.agent().health_report()["history"];
+    return health["pushes"] == 2;
+  })) << health.dump();
+  EXPECT_EQ(health["push_failures"], 1) << "node-c was down: counted, not retried";
+}
+
 TEST(AnalysisSummary, OnlyTheAnalyzersOwnErrorsAndKillsAreFailedAnalyses) {
   JobFacts facts;
   facts.job_id = 12;
