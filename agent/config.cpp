@@ -220,7 +220,7 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "A running job is flagged as hung after no new step for max(HangStallFactor x its "
           "steady step time, this); checkpoint and evaluation lines and the longest gap it "
           "already survived extend it.",
-          1, 7 * 86400),
+          1, 604800),
       key("HangStallFactor", T::kInt, std::to_string(kDefaultHangStallFactor),
           "Steady step times of silence before a running job is flagged as hung (see "
           "HangStallMin).",
