@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/build_config.h"
+#include "common/live_stall_defaults.h"
 #include "common/text.h"
 #include "common/tsdb_config_keys.h"
 
@@ -92,6 +93,8 @@ AgentConfig map_config(const KvConfig& kv) {
   c.evidence_settle_ms = kv.get_seconds("EvidenceSettleDelay") * 1000;
   c.peer_fetch_timeout_ms = kv.get_seconds("PeerFetchTimeout") * 1000;
   c.attribution_grace_sec = kv.get_seconds("AttributionGrace");
+  c.hang_stall_min_sec = kv.get_seconds("HangStallMin");
+  c.hang_stall_factor = kv.get_int("HangStallFactor");
   c.log_level = to_lower(kv.get("LogLevel"));
 
   collector::HealthPolicy& h = c.health;
@@ -221,6 +224,15 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Time allowed for fetching evidence from the job's other nodes.", 1, 600),
       key("AttributionGrace", T::kDuration, "60s",
           "Node-wide hardware events this long after a job's end still belong to it.", 0, 3600),
+      key("HangStallMin", T::kDuration, std::to_string(kDefaultHangStallMinSeconds) + "s",
+          "A running job is flagged as hung after no new step for max(HangStallFactor x its "
+          "steady step time, this); checkpoint and evaluation lines and the longest gap it "
+          "already survived extend it.",
+          1, 604800),
+      key("HangStallFactor", T::kInt, std::to_string(kDefaultHangStallFactor),
+          "Steady step times of silence before a running job is flagged as hung (see "
+          "HangStallMin).",
+          2, 1000),
       choice("LogLevel", "info", {"trace", "debug", "info", "warn", "error"},
              "The agent's own log verbosity."),
       key("HealthWindow", T::kDuration, "24h", "Counted health rules look this far back.", 60),

@@ -64,6 +64,9 @@ struct AgentConfig {
   int64_t peer_fetch_timeout_ms{};
   int64_t attribution_grace_sec{};
 
+  int64_t hang_stall_min_sec{};  // the live stall rule (analyzer/stall_verdict.h)
+  int64_t hang_stall_factor{};
+
   std::string log_level;
 
   collector::HealthPolicy health;

@@ -66,6 +66,12 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
                           "batch_host", "state", "partition"}) {
       (void)r.str(k);
     }
+    if (const auto v = r.str("on_hang"); v && !parse_hang_choice(*v)) {
+      r.fail("on_hang", "expected notify, cancel or requeue");
+    }
+    if (const auto v = r.str("hang_action"); v && *v != "allow" && *v != "notify") {
+      r.fail("hang_action", "expected allow or notify");
+    }
     for (const char* k : {"wait_status", "derived_wait_status"}) {
       const auto v = r.i64(k);
       if (v && (*v < INT32_MIN || *v > INT32_MAX)) r.fail(k, "out of range");
@@ -93,6 +99,8 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
     if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
     if (const auto v = r.str("mode"); v && !v->empty()) j.mode = *v;
+    if (const auto v = r.str("on_hang")) j.on_hang = parse_hang_choice(*v).value_or(j.on_hang);
+    if (const auto v = r.str("hang_action")) j.hang_action_allowed = *v == "allow";
     if (const auto v = r.str("nodelist"); v && !v->empty()) {
       j.nodes = expand_hostlist(*v, msg.op + ".nodelist");
     }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/hang_action.h"
 #include "common/model.h"
 
 namespace triage::agent {
@@ -39,6 +40,10 @@ struct JobRecord {
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::string mode;  // off | basic | full ("" until a message said)
+  // --triage-on-hang and the plugstack's hang_action as the job registered (records from before
+  // they existed: notify, not allowed).
+  HangChoice on_hang = HangChoice::kNotify;
+  bool hang_action_allowed = false;
   std::vector<std::string> nodes;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end

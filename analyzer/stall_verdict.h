@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analyzer/live_progress.h"
+#include "common/live_stall_defaults.h"
 
 namespace triage {
 
@@ -28,8 +29,8 @@ namespace triage {
 //   covered by the learned floor (the longest silence it survived), so a job whose saves take an
 //   hour is not flagged twice.
 struct LiveStallPolicy {
-  double factor = 10;
-  double min_seconds = 600;
+  double factor = kDefaultHangStallFactor;
+  double min_seconds = kDefaultHangStallMinSeconds;
   double pause_allowance_seconds = 1800;
 };
 

@@ -1,8 +1,9 @@
 // spank_triage.so: the SPANK side of slurm-triage. It registers --triage[=off|basic|full] and
-// tells the node agent about task starts and exits (from slurmstepd, as root) and about job start
-// and end (slurmd's prolog and epilog). Every callback returns 0 whatever happens: a missing agent,
-// a bad argument or a full disk never fails, delays or drains anything. Nothing here throws (the
-// plugin is built with -fno-exceptions) and nothing allocates on the message path.
+// --triage-on-hang=notify|cancel|requeue and tells the node agent about task starts and exits (from
+// slurmstepd, as root) and about job start and end (slurmd's prolog and epilog). Every callback
+// returns 0 whatever happens: a missing agent, a bad argument or a full disk never fails, delays or
+// drains anything. Nothing here throws (the plugin is built with -fno-exceptions) and nothing
+// allocates on the message path.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ extern "C" const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 
 namespace {
 
+using triage::spank::HangAction;
 using triage::spank::JsonLine;
 using triage::spank::Mode;
 using triage::spank::PluginConfig;
@@ -51,6 +53,18 @@ char g_option_usage[] =
 int option_callback(int val, const char* optarg, int remote);
 
 spank_option g_option = {g_option_name, g_option_arginfo, g_option_usage, 2, 0, option_callback};
+
+char g_hang_option_name[] = "triage-on-hang";
+char g_hang_option_arginfo[] = "notify|cancel|requeue";
+char g_hang_option_usage[] =
+    "What happens when slurm-triage sees the job hang while it runs: notify (default: record it, "
+    "write an interim triage.md, mark the job's AdminComment), cancel or requeue (only where the "
+    "admin allows it, and only once the hang is corroborated or has lasted twice the threshold).";
+
+int hang_option_callback(int val, const char* optarg, int remote);
+
+spank_option g_hang_option = {g_hang_option_name,  g_hang_option_arginfo, g_hang_option_usage, 1, 0,
+                              hang_option_callback};
 
 bool daemon_context() {
   const spank_context_t ctx = spank_context();
@@ -88,6 +102,30 @@ int option_callback(int /*val*/, const char* optarg, int remote) {
   g_option_seen = true;
   g_option_mode = m;
   return 0;
+}
+
+int hang_option_callback(int /*val*/, const char* optarg, int remote) {
+  HangAction a = HangAction::kNotify;
+  if (triage::spank::parse_hang_action(optarg, &a)) return 0;
+  if (remote == 0) {
+    slurm_error("--triage-on-hang=%s: expected notify, cancel or requeue", optarg);
+    return -1;
+  }
+  slurm_error("spank_triage: ignoring --triage-on-hang=%s", optarg);
+  return 0;
+}
+
+// Prolog and epilog: the user's --triage-on-hang as Slurm hands it over (notify when absent or
+// unreadable: a value the client did not refuse cannot be guessed into an action here).
+HangAction job_script_hang_action(spank_t sp) {
+  char* arg = nullptr;
+  HangAction a = HangAction::kNotify;
+  if (spank_option_getopt(sp, &g_hang_option, &arg) != ESPANK_SUCCESS) return a;
+  if (!triage::spank::parse_hang_action(arg, &a)) {
+    slurm_error("spank_triage: ignoring --triage-on-hang=%s (expected notify, cancel or requeue)",
+                arg == nullptr ? "" : arg);
+  }
+  return a;
 }
 
 Mode mode_from_text(const char* value, const char* origin, Mode fallback) {
@@ -196,6 +234,10 @@ int job_script_message(spank_t sp, int ac, char** av, const char* op) {
   line.add_unsigned("uid", ids.uid);
   line.add_unsigned("gid", ids.gid);
   line.add("mode", triage::spank::to_string(mode));
+  // The admin's hang_action travels with the user's choice: it is the rule in force when this job
+  // started, recorded in the agent's spool with it (docs/agent.md, "Live hangs").
+  line.add("on_hang", triage::spank::to_string(job_script_hang_action(sp)));
+  line.add("hang_action", cfg.hang_action_allowed ? "allow" : "notify");
   add_env(line, "nodelist", "SLURM_NODELIST");
   add_env(line, "user", "SLURM_JOB_USER");
   add_env(line, "partition", "SLURM_JOB_PARTITION");
@@ -274,9 +316,11 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   const spank_context_t ctx = spank_context();
   // The option must be known on the client (to parse it) and in slurmstepd (to receive it).
   if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
-    const spank_err_t rc = spank_option_register(sp, &g_option);
-    if (rc != ESPANK_SUCCESS) {
-      slurm_error("spank_triage: cannot register --triage: %s", spank_strerror(rc));
+    for (spank_option* opt : {&g_option, &g_hang_option}) {
+      const spank_err_t rc = spank_option_register(sp, opt);
+      if (rc != ESPANK_SUCCESS) {
+        slurm_error("spank_triage: cannot register --%s: %s", opt->name, spank_strerror(rc));
+      }
     }
   }
   return 0;

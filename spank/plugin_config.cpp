@@ -33,6 +33,32 @@ bool parse_mode(const char* value, Mode* out) noexcept {
   return true;
 }
 
+std::string_view to_string(HangAction a) noexcept {
+  switch (a) {
+    case HangAction::kNotify:
+      return "notify";
+    case HangAction::kCancel:
+      return "cancel";
+    case HangAction::kRequeue:
+      return "requeue";
+  }
+  return "notify";
+}
+
+bool parse_hang_action(const char* value, HangAction* out) noexcept {
+  const std::string_view v = value == nullptr ? std::string_view() : std::string_view(value);
+  if (v == "notify") {
+    *out = HangAction::kNotify;
+  } else if (v == "cancel") {
+    *out = HangAction::kCancel;
+  } else if (v == "requeue") {
+    *out = HangAction::kRequeue;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 namespace {
 
 void copy_path(std::string_view from, char (&to)[kMaxPathBytes]) noexcept {
@@ -99,6 +125,7 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
   copy_path(kDefaultInbox, cfg->inbox_dir);
   cfg->default_mode = Mode::kBasic;
   cfg->timeout_ms = kDefaultTimeoutMs;
+  cfg->hang_action_allowed = false;
 
   int rejected = 0;
   for (int i = 0; i < argc; ++i) {
@@ -133,9 +160,18 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
         report(sink, sink_ctx, arg, "timeout_ms must be 1..1000; using 10");
         ++rejected;
       }
+    } else if (key == "hang_action") {
+      if (value == "allow" || value == "notify") {
+        cfg->hang_action_allowed = value == "allow";
+      } else {
+        report(sink, sink_ctx, arg, "hang_action must be allow or notify; using notify");
+        cfg->hang_action_allowed = false;
+        ++rejected;
+      }
     } else {
       report(sink, sink_ctx, arg,
-             "unknown argument (expected default=, socket=, inbox= or timeout_ms=); ignored");
+             "unknown argument (expected default=, socket=, inbox=, timeout_ms= or "
+             "hang_action=); ignored");
       ++rejected;
     }
   }

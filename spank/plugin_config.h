@@ -22,6 +22,15 @@ std::string_view to_string(Mode m) noexcept;
 // most: full. Returns false for anything else that is not off, basic or full.
 bool parse_mode(const char* value, Mode* out) noexcept;
 
+// What the user asked to happen when the agent sees the job hang (--triage-on-hang).
+enum class HangAction { kNotify, kCancel, kRequeue };
+
+std::string_view to_string(HangAction a) noexcept;
+
+// Parses a --triage-on-hang value: notify, cancel or requeue. A bare option (no value) and
+// anything else are refused: the choice that may end a job is never guessed.
+bool parse_hang_action(const char* value, HangAction* out) noexcept;
+
 inline constexpr std::string_view kDefaultSocket = "/run/slurm-triage/agent.sock";
 inline constexpr std::string_view kDefaultInbox = "/var/spool/slurm-triage/inbox";
 inline constexpr int kDefaultTimeoutMs = 10;
@@ -32,10 +41,12 @@ struct PluginConfig {
   char socket_path[kMaxPathBytes] = {};
   char inbox_dir[kMaxPathBytes] = {};
   int timeout_ms = kDefaultTimeoutMs;
+  // hang_action=allow: the admin lets users' cancel/requeue choices be carried out.
+  bool hang_action_allowed = false;
 };
 
 // Called once per rejected argument with a human sentence ("unknown argument 'foo=1' (expected
-// default=, socket=, inbox= or timeout_ms=)").
+// default=, socket=, inbox=, timeout_ms= or hang_action=)").
 using ConfigErrorSink = void (*)(const char* message, void* ctx);
 
 // Fills `cfg` from the plugstack arguments, starting from the defaults. Returns the number of

@@ -27,6 +27,20 @@ TEST(AgentConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_FALSE(c.node_name.empty());
 }
 
+// The live stall rule's keys start from the analyzer's LiveStallPolicy defaults (one constant).
+TEST(AgentConfig, HangStallKeysDefaultToTheLiveStallPolicy) {
+  const ConfigLoad load = load_agent_config_text("", "triage.conf");
+  ASSERT_TRUE(load.errors.empty());
+  EXPECT_EQ(load.config.hang_stall_min_sec, 600);
+  EXPECT_EQ(load.config.hang_stall_factor, 10);
+  const ConfigLoad set = load_agent_config_text("HangStallMin=2m\nHangStallFactor=4\n", "t");
+  ASSERT_TRUE(set.errors.empty());
+  EXPECT_EQ(set.config.hang_stall_min_sec, 120);
+  EXPECT_EQ(set.config.hang_stall_factor, 4);
+  EXPECT_FALSE(load_agent_config_text("HangStallFactor=1\n", "t").errors.empty())
+      << "a factor of 1 would flag every ordinary step";
+}
+
 // `slurm-triage kernel` judges a node with HealthPolicy's built-in thresholds: they must be the
 // ones an agent without health settings in triage.conf uses.
 TEST(AgentConfig, HealthDefaultsAreTheOfflineVerdictsThresholds) {

@@ -83,7 +83,14 @@ spank_err_t spank_option_register(spank_t /*sp*/, struct spank_option* opt) {
 
 spank_err_t spank_option_getopt(spank_t /*sp*/, struct spank_option* opt, char** optarg) {
   static std::string value;
-  if (opt == nullptr || std::strcmp(opt->name, "triage") != 0) return ESPANK_BAD_ARG;
+  if (opt == nullptr) return ESPANK_BAD_ARG;
+  if (std::strcmp(opt->name, "triage") != 0) {
+    const auto it = fake_spank().other_options.find(opt->name);
+    if (it == fake_spank().other_options.end()) return ESPANK_ERROR;
+    value = it->second;
+    if (optarg != nullptr) *optarg = value.data();
+    return kOk;
+  }
   if (fake_spank().getopt_null_arg) {
     if (optarg != nullptr) *optarg = nullptr;
     return kOk;

@@ -26,11 +26,12 @@ struct RegisteredOption {
 // What the host process looks like to the plugin. Reset between tests.
 struct FakeSpank {
   spank_context_t context = S_CTX_REMOTE;
-  std::map<spank_item_t, int64_t> items;           // absent = ESPANK_NOT_AVAIL
-  std::map<std::string, std::string> job_env;      // spank_getenv
-  std::map<std::string, std::string> control_env;  // spank_job_control_setenv
-  std::optional<std::string> getopt_value;         // spank_option_getopt: absent = not given
-  bool getopt_null_arg = false;                    // getopt succeeds with a NULL optarg
+  std::map<spank_item_t, int64_t> items;             // absent = ESPANK_NOT_AVAIL
+  std::map<std::string, std::string> job_env;        // spank_getenv
+  std::map<std::string, std::string> control_env;    // spank_job_control_setenv
+  std::optional<std::string> getopt_value;           // spank_option_getopt: absent = not given
+  bool getopt_null_arg = false;                      // getopt succeeds with a NULL optarg
+  std::map<std::string, std::string> other_options;  // getopt of options other than --triage
   std::vector<RegisteredOption> options;
   std::vector<std::string> log;  // "error: ...", "debug: ...", "info: ..."
 

@@ -75,6 +75,44 @@ TEST(PluginArgs, ANullSinkStillCountsRejections) {
   EXPECT_EQ(parse_plugin_args(1, args, &cfg, nullptr, nullptr), 1);
 }
 
+TEST(PluginArgs, OnlyNotifyIsHonouredUnlessTheAdminAllowsHangActions) {
+  EXPECT_FALSE(parse({}).cfg.hang_action_allowed);
+  EXPECT_TRUE(parse({"hang_action=allow"}).cfg.hang_action_allowed);
+  EXPECT_FALSE(parse({"hang_action=allow", "hang_action=notify"}).cfg.hang_action_allowed)
+      << "the last word counts";
+}
+
+TEST(PluginArgs, AHangActionTypoNamesTheArgumentAndKeepsNotify) {
+  for (const char* bad : {"hang_action=cancel", "hang_action=", "hang_action=Allow"}) {
+    const Parsed p = parse({"hang_action=allow", bad});
+    EXPECT_EQ(p.rejected, 1) << bad;
+    EXPECT_FALSE(p.cfg.hang_action_allowed) << bad << ": a typo never allows more";
+    ASSERT_EQ(p.errors.size(), 1u);
+    EXPECT_NE(p.errors[0].find("hang_action must be allow or notify"), std::string::npos);
+  }
+}
+
+TEST(HangChoice, ParsesNotifyCancelAndRequeueAndNothingElse) {
+  HangAction a = HangAction::kNotify;
+  EXPECT_TRUE(parse_hang_action("cancel", &a));
+  EXPECT_EQ(a, HangAction::kCancel);
+  EXPECT_TRUE(parse_hang_action("requeue", &a));
+  EXPECT_EQ(a, HangAction::kRequeue);
+  EXPECT_TRUE(parse_hang_action("notify", &a));
+  EXPECT_EQ(a, HangAction::kNotify);
+  for (const char* bad : {"", "(null)", "kill", "CANCEL", "cancel "}) {
+    a = HangAction::kNotify;
+    EXPECT_FALSE(parse_hang_action(bad, &a)) << bad;
+    EXPECT_EQ(a, HangAction::kNotify);
+  }
+  EXPECT_FALSE(parse_hang_action(nullptr, &a)) << "a bare --triage-on-hang is not a choice";
+  for (const HangAction each : {HangAction::kNotify, HangAction::kCancel, HangAction::kRequeue}) {
+    HangAction back = HangAction::kNotify;
+    EXPECT_TRUE(parse_hang_action(std::string(to_string(each)).c_str(), &back));
+    EXPECT_EQ(back, each);
+  }
+}
+
 TEST(TriageMode, ParsesTheThreeModesAndABareFlag) {
   Mode m = Mode::kOff;
   EXPECT_TRUE(parse_mode("basic", &m));

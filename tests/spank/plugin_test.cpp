@@ -134,12 +134,15 @@ class Plugin : public ::testing::Test {
 
   // Calls the registered --triage callback as Slurm would.
   int option_cb(const char* arg, int remote) const {
-    const RegisteredOption* o = triage_option();
-    if (o == nullptr || o->cb == nullptr) {
-      ADD_FAILURE() << "--triage is not registered";
-      return -999;
+    return named_option_cb("triage", arg, remote);
+  }
+
+  int named_option_cb(const std::string& name, const char* arg, int remote) const {
+    for (const auto& o : fake_spank().options) {
+      if (o.name == name && o.cb != nullptr) return o.cb(0, arg, remote);
     }
-    return o->cb(0, arg, remote);
+    ADD_FAILURE() << "--" << name << " is not registered";
+    return -999;
   }
 
   TempDir dir_;
@@ -231,6 +234,69 @@ TEST_F(Plugin, ATypoInTriageStopsSbatchButNeverAStartedStep) {
   EXPECT_EQ(option_cb("ful", 1), 0) << "in slurmstepd a bad value is ignored";
   EXPECT_EQ(option_cb("full", 0), 0);
   EXPECT_EQ(option_cb("(null)", 0), 0);
+}
+
+TEST_F(Plugin, TriageOnHangIsRegisteredWithARequiredValue) {
+  for (const auto ctx : {S_CTX_ALLOCATOR, S_CTX_LOCAL, S_CTX_REMOTE}) {
+    fake_spank().reset();
+    fake_spank().context = ctx;
+    EXPECT_EQ(call("init"), 0);
+    const RegisteredOption* found = nullptr;
+    for (const auto& o : fake_spank().options) {
+      if (o.name == "triage-on-hang") found = &o;
+    }
+    ASSERT_NE(found, nullptr) << "context " << ctx;
+    EXPECT_EQ(found->has_arg, 1);
+    EXPECT_EQ(found->arginfo, "notify|cancel|requeue");
+  }
+}
+
+TEST_F(Plugin, ATypoInTriageOnHangStopsSbatchNamingTheOption) {
+  fake_spank().context = S_CTX_ALLOCATOR;
+  ASSERT_EQ(call("init"), 0);
+  EXPECT_NE(named_option_cb("triage-on-hang", "kill", 0), 0);
+  EXPECT_TRUE(fake_spank().logged("--triage-on-hang=kill: expected notify, cancel or requeue"));
+  EXPECT_EQ(named_option_cb("triage-on-hang", "kill", 1), 0) << "a started step is never failed";
+  EXPECT_EQ(named_option_cb("triage-on-hang", "cancel", 0), 0);
+}
+
+TEST_F(Plugin, ThePrologCarriesTheUsersHangChoiceAndTheAdminsRule) {
+  struct Case {
+    const char* what;
+    std::optional<std::string> on_hang;
+    std::vector<std::string> extra_args;
+    const char* expected_on_hang;
+    const char* expected_rule;
+  };
+  const std::vector<Case> cases = {
+      {"nothing asked: notify, admin default", std::nullopt, {}, "notify", "notify"},
+      {"cancel asked, admin silent", std::string("cancel"), {}, "cancel", "notify"},
+      {"requeue asked, admin allows",
+       std::string("requeue"),
+       {"hang_action=allow"},
+       "requeue",
+       "allow"},
+      {"garbage slipped past the client",
+       std::string("bogus"),
+       {"hang_action=allow"},
+       "notify",
+       "allow"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    plugin_.reset();
+    fake_spank().reset();
+    std::vector<std::string> args{"socket=" + socket_, "inbox=" + inbox_, "timeout_ms=500"};
+    args.insert(args.end(), c.extra_args.begin(), c.extra_args.end());
+    set_args(args);
+    plugin_ = std::make_unique<LoadedPlugin>(SPANK_TRIAGE_SO);
+    epilog_environment();
+    if (c.on_hang) fake_spank().other_options["triage-on-hang"] = *c.on_hang;
+    const Json m = one_message("job_prolog");
+    EXPECT_EQ(m["on_hang"], c.expected_on_hang);
+    EXPECT_EQ(m["hang_action"], c.expected_rule);
+  }
+  EXPECT_TRUE(fake_spank().logged("ignoring --triage-on-hang=bogus"));
 }
 
 TEST_F(Plugin, SlurmTriageInTheUsersEnvironmentTravelsToTheEpilog) {
