@@ -372,6 +372,9 @@ Evidence parse_evidence(std::string_view text, const std::string& origin) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(origin, 0, "evidence is not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const json::out_of_range& e) {
+    // A number the parser cannot hold (1e999) is as unusable as bad syntax.
+    throw InputError(origin, 0, std::string("evidence is not usable JSON: ") + e.what());
   }
   return evidence_from_json(j, origin);
 }

@@ -64,6 +64,8 @@ TEST(Evidence, RejectsGarbageAndUnknownVersions) {
   EXPECT_THROW((void)parse_evidence("{not json", "pipe"), InputError);
   EXPECT_THROW((void)parse_evidence(R"({"schema_version":99})", "pipe"), InputError);
   EXPECT_THROW((void)parse_evidence("\xff\xfe", "pipe"), InputError);
+  // Found by fuzz_evidence: a number too large for a double is not a crash.
+  EXPECT_THROW((void)parse_evidence(R"({"schema_version":1e999})", "pipe"), InputError);
 }
 
 }  // namespace
