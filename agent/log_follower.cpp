@@ -221,7 +221,7 @@ OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int time
   return out;
 }
 
-LogFollower::LogFollower(FollowState state, Identity owner, FollowLimits limits)
+LogFollower::LogFollower(FollowState state, Identity owner, const FollowLimits& limits)
     : state_(std::move(state)), owner_(std::move(owner)), limits_(limits) {
   limits_.line_cap = std::max<uint64_t>(limits_.line_cap, 1);
   limits_.max_bytes_per_poll = std::max<uint64_t>(limits_.max_bytes_per_poll, 1);

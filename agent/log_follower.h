@@ -95,7 +95,7 @@ OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int time
 
 class LogFollower {
  public:
-  LogFollower(FollowState state, Identity owner, FollowLimits limits = {});
+  LogFollower(FollowState state, Identity owner, const FollowLimits& limits = {});
 
   // One tick: opens the log if it is not open yet, notices truncation and replacement, and hands
   // out the complete lines appended since the last poll. Throws std::system_error when reading the

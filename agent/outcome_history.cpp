@@ -171,7 +171,7 @@ OutcomeHistory::FileScan OutcomeHistory::read_records(std::string_view data) {
 void OutcomeHistory::set_aside(const std::string& why) {
   std::string name = std::string(kFile) + ".set-aside-" + std::to_string(now_usec() / 1000000);
   for (int n = 1; ::faccessat(dir_.get(), name.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0; ++n)
-    name += "." + std::to_string(n);
+    name.append(".").append(std::to_string(n));  // not "." + string: GCC bug 105651 at -O3
   if (::renameat(dir_.get(), kFile, dir_.get(), name.c_str()) != 0) {
     spdlog::error("history: cannot set {} aside ({}): {}", kFile, why, std::strerror(errno));
     return;

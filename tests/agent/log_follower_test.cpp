@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -29,9 +30,10 @@ Identity owner() {
 
 void append(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  ASSERT_GE(fd, 0) << path;
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  if (fd < 0) FAIL() << "open " << path << ": " << std::strerror(errno);
+  const ssize_t written = ::write(fd, text.data(), text.size());
   ::close(fd);
+  ASSERT_EQ(written, static_cast<ssize_t>(text.size()));
 }
 
 // What the caller of poll() scans: `length` bytes read from the fd's current offset, as scan_log
