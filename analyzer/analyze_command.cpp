@@ -20,6 +20,7 @@
 #include "analyzer/tsdb/tsdb.h"
 #include "analyzer/tsdb_handoff.h"
 #include "common/build_config.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
 #include "common/rules_file.h"
@@ -33,7 +34,6 @@ namespace {
 // Exit codes (documented in --help, docs/analyze.md and the man page).
 constexpr int kExitOk = 0;
 // 1, the job failed, comes from exit_code_for() (analyzer/diagnosis.h).
-constexpr int kExitUsage = 2;
 constexpr int kExitInput = 3;
 constexpr int kExitWrite = 4;
 constexpr int kExitRules = 5;
@@ -101,85 +101,72 @@ struct Options {
   bool cli_binary = false;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  (void)std::fprintf(stderr, "slurm-triage analyze: %s\n(see 'slurm-triage analyze --help')\n",
-                     msg.c_str());
-  std::exit(kExitUsage);
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
   bool now_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
+  ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    if (args.is_help()) {
       (void)std::fputs(kHelp, stdout);
       std::exit(kExitOk);
     } else if (a == "--format") {
-      o.format = value("--format");
-      if (o.format != "md" && o.format != "json") usage_error("--format must be md or json");
+      o.format = args.value();
+      if (o.format != "md" && o.format != "json") throw UsageError("--format must be md or json");
     } else if (a == "--write") {
       o.write = true;
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--report-path") {
-      o.report_path = value("--report-path");
+      o.report_path = args.value();
     } else if (a == "--outputs") {
-      o.outputs = value("--outputs");
+      o.outputs = args.value();
     } else if (a == "--evidence") {
-      o.evidence_path = value("--evidence");
+      o.evidence_path = args.value();
     } else if (a == "--mode") {
-      o.analysis.mode = value("--mode");
+      o.analysis.mode = args.value();
       if (o.analysis.mode != "basic" && o.analysis.mode != "full")
-        usage_error("--mode must be basic or full");
+        throw UsageError("--mode must be basic or full");
     } else if (a == "--prometheus-url") {
-      o.tsdb.cluster_url = value("--prometheus-url");
+      o.tsdb.cluster_url = args.value();
       o.cli_url = true;
       if (o.tsdb.cluster_url.rfind("http://", 0) != 0 &&
           o.tsdb.cluster_url.rfind("https://", 0) != 0)
-        usage_error("--prometheus-url expects an http:// or https:// URL");
+        throw UsageError("--prometheus-url expects an http:// or https:// URL");
     } else if (a == "--prometheus") {
-      o.tsdb.prometheus_binary = value("--prometheus");
+      o.tsdb.prometheus_binary = args.value();
       o.cli_binary = true;
     } else if (a == "--config") {
-      o.config_path = value("--config");
+      o.config_path = args.value();
     } else if (a == "--slurm-state") {
-      o.analysis.slurm_state_option = value("--slurm-state");
+      o.analysis.slurm_state_option = args.value();
       const auto& s = o.analysis.slurm_state_option;
       const bool ok = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
       });
       if (!ok)
-        usage_error(
+        throw UsageError(
             "--slurm-state expects a Slurm state name such as RUNNING or TIMEOUT, or 'none'");
     } else if (a == "--now") {
-      const auto v = parse_int(value("--now"));
-      if (!v || *v < 0 || *v > 32503680000) usage_error("--now expects seconds since the epoch");
-      pin_now_usec(*v * 1000000);
+      pin_now_usec(args.epoch_seconds() * 1000000);
       now_given = true;
     } else if (a == "--stall-after") {
-      const auto v = parse_double(value("--stall-after"));
-      if (!v || *v <= 0) usage_error("--stall-after expects a positive number of seconds");
-      o.analysis.stall.min_seconds = *v;
+      o.analysis.stall.min_seconds = args.positive();
     } else if (a == "--rules") {
-      o.rules_dirs.push_back(value("--rules"));
+      o.rules_dirs.push_back(args.value());
     } else if (a == "--") {
-      for (++i; i < argc; ++i)
-        o.paths.emplace_back(argv[i]);
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      usage_error("unknown option " + a);
+      while (args.next())
+        o.paths.push_back(args.arg());
+    } else if (args.is_option()) {
+      throw UsageError("unknown option " + a);
     } else {
       o.paths.push_back(a);
     }
   }
   (void)now_given;
   o.analysis.now_usec = now_usec();
-  if (!o.report_path.empty() && !o.write) usage_error("--report-path needs --write");
-  if (o.quiet && !o.write) usage_error("--quiet only makes sense with --write");
+  if (!o.report_path.empty() && !o.write) throw UsageError("--report-path needs --write");
+  if (o.quiet && !o.write) throw UsageError("--quiet only makes sense with --write");
   if (!o.rules_dirs.empty()) o.tsdb.rule_layers = default_rule_layers(o.rules_dirs);
   if (o.analysis.mode == "full") {
     // The site's settings for the metrics (a cluster Prometheus, the prometheus binary): an
@@ -464,7 +451,7 @@ int run_analyze(int argc, char** argv) {
 
   if (o.paths.empty()) {
     if (ev == nullptr || ev->job.stdout_path.empty()) {
-      usage_error(
+      throw UsageError(
           "give a log file, job directory, outputs/ folder or job id (or --evidence with the job's "
           "stdout)");
     }
@@ -538,7 +525,7 @@ int run_analyze(int argc, char** argv) {
     }
   }
   const bool single = jobs.size() == 1 && !folder_mode;
-  if (!o.report_path.empty() && !single) usage_error("--report-path needs exactly one job");
+  if (!o.report_path.empty() && !single) throw UsageError("--report-path needs exactly one job");
 
   if (single) {
     const JobSpec& spec = jobs.front();

@@ -18,6 +18,7 @@
 #include "analyzer/log_scanner.h"
 #include "analyzer/owner_privilege.h"
 #include "analyzer/stall_verdict.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
 #include "common/safe_io.h"
@@ -29,7 +30,6 @@ namespace {
 
 constexpr int kExitOk = 0;
 constexpr int kExitStalled = 1;
-constexpr int kExitUsage = 2;
 constexpr int kExitInput = 3;
 constexpr int kExitRules = 5;
 // One scan reads at most this much; a longer line without a break is scanned in pieces.
@@ -69,57 +69,40 @@ struct Options {
   std::vector<std::string> rules_dirs;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  (void)std::fprintf(stderr, "slurm-triage follow: %s\n(see 'slurm-triage follow --help')\n",
-                     msg.c_str());
-  std::exit(kExitUsage);
-}
-
-double positive(const std::string& name, const std::string& text) {
-  const auto v = parse_double(text);
-  if (!v || !(*v > 0) || *v > 1e9) usage_error(name + " expects a positive number");
-  return *v;
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
   bool now_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) usage_error(std::string(name) + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
+  ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    if (args.is_help()) {
       (void)std::fputs(kHelp, stdout);
       std::exit(kExitOk);
     } else if (a == "--interval") {
-      o.interval = positive(a, value("--interval"));
+      o.interval = args.positive();
     } else if (a == "--stall-min") {
-      o.policy.min_seconds = positive(a, value("--stall-min"));
+      o.policy.min_seconds = args.positive();
     } else if (a == "--stall-factor") {
-      o.policy.factor = positive(a, value("--stall-factor"));
+      o.policy.factor = args.positive();
     } else if (a == "--pause-allowance") {
-      o.policy.pause_allowance_seconds = positive(a, value("--pause-allowance"));
+      o.policy.pause_allowance_seconds = args.positive();
     } else if (a == "--once") {
       o.once = true;
     } else if (a == "--now") {
-      const auto v = parse_int(value("--now"));
-      if (!v || *v < 0 || *v > 32503680000) usage_error("--now expects seconds since the epoch");
-      pin_now_usec(*v * 1000000);
+      pin_now_usec(args.epoch_seconds() * 1000000);
       now_given = true;
     } else if (a == "--rules") {
-      o.rules_dirs.push_back(value("--rules"));
-    } else if (!a.empty() && a[0] == '-') {
-      usage_error("unknown option " + a);
+      o.rules_dirs.push_back(args.value());
+    } else if (args.is_option()) {
+      throw UsageError("unknown option " + a);
     } else if (o.log.empty()) {
       o.log = a;
     } else {
-      usage_error("follows one log");
+      throw UsageError("follows one log");
     }
   }
-  if (o.log.empty()) usage_error("give the log to follow");
-  if (now_given && !o.once) usage_error("--now needs --once (a pinned clock never advances)");
+  if (o.log.empty()) throw UsageError("give the log to follow");
+  if (now_given && !o.once) throw UsageError("--now needs --once (a pinned clock never advances)");
   return o;
 }
 

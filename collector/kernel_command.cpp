@@ -19,6 +19,7 @@
 #include "collector/health/node_health.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/kernel_report.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
 #include "common/safe_io.h"
@@ -56,11 +57,6 @@ struct Options {
   std::vector<std::string> journal_files;
   std::string kmsg;
 };
-
-int usage_error(const std::string& message) {
-  (void)std::fprintf(stderr, "slurm-triage kernel: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 // Input files may be regular files or pipes (`<(dmesg)`); never devices or directories, which
 // could block or make no sense.
@@ -111,61 +107,44 @@ NodeVerdict judge(const std::vector<KernelEvent>& events, const std::string& hos
   return evaluate_node_health(in, HealthPolicy{});
 }
 
-bool parse_args(int argc, char** argv, Options& o, int& exit_code) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        exit_code = usage_error(std::string(name) + " needs a value");
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
+// Reads the command line into `o`; false when it asked for --help (printed).
+bool parse_args(int argc, char** argv, Options& o) {
+  ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    if (args.is_help()) {
       (void)std::fputs(kUsage, stdout);
-      exit_code = 0;
       return false;
     }
-    if (a == "--format" || a == "--rules" || a == "--host" || a == "--journal" || a == "--kmsg") {
-      const char* v = value(a.c_str());
-      if (v == nullptr) return false;
-      if (a == "--format") o.format = v;
-      if (a == "--rules") o.rule_dirs.emplace_back(v);
-      if (a == "--host") o.host = v;
-      if (a == "--kmsg") o.kmsg = v;
-      if (a == "--journal") {
-        struct stat st {};
-        if (::stat(v, &st) == 0 && S_ISDIR(st.st_mode)) {
-          o.journal_dirs.emplace_back(v);
-        } else {
-          o.journal_files.emplace_back(v);
-        }
-      }
-      continue;
+    if (a == "--format") {
+      o.format = args.value();
+    } else if (a == "--rules") {
+      o.rule_dirs.push_back(args.value());
+    } else if (a == "--host") {
+      o.host = args.value();
+    } else if (a == "--kmsg") {
+      o.kmsg = args.value();
+    } else if (a == "--journal") {
+      std::string v = args.value();
+      struct stat st {};
+      const bool dir = ::stat(v.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      (dir ? o.journal_dirs : o.journal_files).push_back(std::move(v));
+    } else if (args.is_option()) {
+      throw UsageError("unknown option " + a);
+    } else {
+      o.text_inputs.push_back(a);
     }
-    if (a.size() > 1 && a[0] == '-') {
-      exit_code = usage_error("unknown option " + a);
-      return false;
-    }
-    o.text_inputs.push_back(a);
   }
-  if (o.text_inputs.empty() && o.journal_dirs.empty() && o.journal_files.empty() &&
-      o.kmsg.empty()) {
-    exit_code = usage_error("nothing to read: give FILE, - (stdin), --journal or --kmsg");
-    return false;
-  }
+  if (o.text_inputs.empty() && o.journal_dirs.empty() && o.journal_files.empty() && o.kmsg.empty())
+    throw UsageError("nothing to read: give FILE, - (stdin), --journal or --kmsg");
   if (o.format.empty()) o.format = ::isatty(STDOUT_FILENO) ? "md" : "json";
-  if (o.format != "json" && o.format != "md") {
-    exit_code = usage_error("--format must be json or md");
-    return false;
-  }
+  if (o.format != "json" && o.format != "md") throw UsageError("--format must be json or md");
   return true;
 }
 
 int run_kernel(int argc, char** argv) {
   Options o;
-  int exit_code = 0;
-  if (!parse_args(argc, argv, o, exit_code)) return exit_code;
+  if (!parse_args(argc, argv, o)) return 0;
 
   const KernelRulesLoad load = load_kernel_rules(default_rule_layers(o.rule_dirs));
   if (!load.rules) {

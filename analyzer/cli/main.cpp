@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/build_config.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 
 namespace {
@@ -49,5 +50,11 @@ int main(int argc, char** argv) {
     print_usage(stderr);
     return 2;
   }
-  return c->run(argc - 1, argv + 1);
+  try {
+    return c->run(argc - 1, argv + 1);
+  } catch (const triage::UsageError& e) {
+    (void)std::fprintf(stderr, "slurm-triage %s: %s\n(see 'slurm-triage %s --help')\n", cmd.c_str(),
+                       e.what(), cmd.c_str());
+    return triage::kExitUsageError;
+  }
 }

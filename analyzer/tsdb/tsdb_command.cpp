@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzer/tsdb/tsdb.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
 #include "common/hostlist.h"
@@ -67,10 +68,6 @@ constexpr const char* kUsage =
     "Exit status: 0 diagnosed (or nothing to read: see the notes), 1 refused (wrong database),\n"
     "2 usage error.\n";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 double parse_time_arg(const std::string& flag, const std::string& v) {
   if (auto d = parse_double(v)) return *d;
   if (auto us = parse_timestamp_usec(v)) return static_cast<double>(*us) / 1e6;
@@ -104,57 +101,54 @@ int run(int argc, char** argv) {
   std::string svg_path;
   std::vector<std::string> extra_rules;
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw UsageError(a + " needs a value");
-        return argv[++i];
-      };
-      if (a == "-h" || a == "--help") {
+    ArgCursor args(argc, argv);
+    while (args.next()) {
+      const std::string& a = args.arg();
+      if (args.is_help()) {
         (void)std::fputs(kUsage, stdout);
         return 0;
       } else if (a == "--class") {
-        req.triage_class = value();
+        req.triage_class = args.value();
       } else if (a == "--start") {
-        req.job_start = parse_time_arg(a, value());
+        req.job_start = parse_time_arg(a, args.value());
       } else if (a == "--end") {
-        req.job_end = parse_time_arg(a, value());
+        req.job_end = parse_time_arg(a, args.value());
       } else if (a == "--failure-time") {
-        req.failure_time = parse_time_arg(a, value());
+        req.failure_time = parse_time_arg(a, args.value());
       } else if (a == "--last-step") {
-        req.last_step = parse_int_arg(a, value());
+        req.last_step = parse_int_arg(a, args.value());
       } else if (a == "--last-loss") {
-        req.last_loss = parse_num_arg(a, value());
+        req.last_loss = parse_num_arg(a, args.value());
       } else if (a == "--last-step-time") {
-        req.last_step_time = parse_time_arg(a, value());
+        req.last_step_time = parse_time_arg(a, args.value());
       } else if (a == "--first-step") {
-        req.first_step = parse_int_arg(a, value());
+        req.first_step = parse_int_arg(a, args.value());
       } else if (a == "--hosts") {
-        req.hosts = expand_hostlist(value(), "--hosts");
+        req.hosts = expand_hostlist(args.value(), "--hosts");
       } else if (a == "--accused") {
-        req.accused_hosts = expand_hostlist(value(), "--accused");
+        req.accused_hosts = expand_hostlist(args.value(), "--accused");
       } else if (a == "--coordinator") {
-        req.coordinator_host = value();
+        req.coordinator_host = args.value();
       } else if (a == "--heartbeat-timeout") {
-        req.heartbeat_timeout_s = parse_num_arg(a, value());
+        req.heartbeat_timeout_s = parse_num_arg(a, args.value());
       } else if (a == "--checkpoint-period") {
-        req.checkpoint_period = parse_int_arg(a, value());
+        req.checkpoint_period = parse_int_arg(a, args.value());
       } else if (a == "--async-checkpointing") {
         req.async_checkpointing = true;
       } else if (a == "--step-time") {
-        req.step_time_s = parse_num_arg(a, value());
+        req.step_time_s = parse_num_arg(a, args.value());
       } else if (a == "--gpu-model") {
-        req.gpu_model = value();
+        req.gpu_model = args.value();
       } else if (a == "--url") {
-        req.cluster_url = value();
+        req.cluster_url = args.value();
       } else if (a == "--host-label") {
-        req.host_label = value();
+        req.host_label = args.value();
       } else if (a == "--live") {
         req.liveness = JobLiveness::kLive;
       } else if (a == "--finished") {
         req.liveness = JobLiveness::kFinished;
       } else if (a == "--head") {
-        const std::string v = value();
+        const std::string v = args.value();
         const auto colon = v.rfind(':');
         const auto port = colon == std::string::npos
                               ? std::nullopt
@@ -164,11 +158,11 @@ int run(int argc, char** argv) {
         req.head_host = v.substr(0, colon);
         req.head_port = static_cast<uint16_t>(*port);
       } else if (a == "--prometheus") {
-        req.prometheus_binary = value();
+        req.prometheus_binary = args.value();
       } else if (a == "--scratch") {
-        req.scratch_dir = value();
+        req.scratch_dir = args.value();
       } else if (a == "--playbook") {
-        const std::string list = value();  // split() returns views into it
+        const std::string list = args.value();  // split() returns views into it
         for (auto part : split(list, ',')) {
           const auto n = parse_int(trim(part));
           if (!n || *n < 1 || *n > 7) throw UsageError("--playbook: playbooks are numbered 1 to 7");
@@ -177,17 +171,17 @@ int run(int argc, char** argv) {
       } else if (a == "--basic") {
         req.full = false;
       } else if (a == "--rules") {
-        extra_rules.push_back(value());
+        extra_rules.push_back(args.value());
       } else if (a == "--format") {
-        format = value();
+        format = args.value();
         if (format != "md" && format != "json") throw UsageError("--format: md or json");
       } else if (a == "--svg") {
-        svg_path = value();
+        svg_path = args.value();
       } else if (a == "--timeout") {
-        req.query_timeout_s = parse_num_arg(a, value());
+        req.query_timeout_s = parse_num_arg(a, args.value());
       } else if (a == "--job-id") {
-        req.job_id = value();
-      } else if (!a.empty() && a[0] == '-') {
+        req.job_id = args.value();
+      } else if (args.is_option()) {
         throw UsageError("unknown option " + a);
       } else if (req.job_dir.empty()) {
         req.job_dir = a;
@@ -197,9 +191,6 @@ int run(int argc, char** argv) {
     }
     if (req.job_dir.empty() && req.cluster_url.empty())
       throw UsageError("a job directory (or --url) is required");
-  } catch (const UsageError& e) {
-    (void)std::fprintf(stderr, "slurm-triage tsdb: %s\n\n%s", e.what(), kUsage);
-    return 2;
   } catch (const InputError& e) {
     (void)std::fprintf(stderr, "slurm-triage tsdb: %s\n", e.what());
     return 2;
