@@ -63,7 +63,8 @@ std::string agent_http_port(const SlurmCluster& c, const std::string& node) {
   return "";
 }
 
-// Debian's prometheus on a free loopback port, scraping the agents every second; its guardian
+// Debian's prometheus on a free loopback port, scraping the agents every second with the shipped
+// recording rules loaded; its guardian
 // stops it (by pid) and removes its scratch directory when this goes away, or when the test dies.
 class ScrapingPrometheus {
  public:
@@ -76,6 +77,7 @@ class ScrapingPrometheus {
       list += (list.empty() ? "'" : ", '") + t + "'";
     std::ofstream(scratch_ + "/prometheus.yml")
         << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        << "rule_files: ['" << SOURCE_DIR << "/packaging/prometheus/slurm-triage.rules.yml']\n"
         << "scrape_configs:\n  - job_name: slurm-triage\n    static_configs:\n"
         << "      - targets: [" << list << "]\n";
     tsdb::ServerGuardian::Spec spec;
@@ -198,6 +200,8 @@ TEST(Metrics, EveryDashboardPanelHasDataAfterAFewFailedJobs) {
   const auto outcomes = prom.query("sum(triage_job_outcomes_total)");
   ASSERT_FALSE(outcomes.empty());
   EXPECT_EQ(outcomes[0].point.v, 4.0) << "each job counted once, by the node that led it";
+  const auto scores = prom.query("host:triage_suspect_score:ratio");
+  EXPECT_EQ(scores.size(), 2u) << "the shipped recording rule scores every node";
   const auto xid = prom.query("max by (host, action) (triage_drain_recommendation{host=\"" +
                               c.nodes()[1] + "\"})");
   EXPECT_EQ(xid.size(), 1u) << "the Xid 79 node is drain-recommended";
