@@ -43,8 +43,15 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
                 [this](int64_t since) { return history_.answer(cfg_.node_name, since); },
                 [this](const OutcomeRecord& r) { return history_.add(r, now_usec() / 1000000); }}) {
   node_.set_on_change([this] { health_.schedule(); });
-  pipeline_.set_on_outcome(
-      [this](const OutcomeRecord& r) { (void)history_.add(r, now_usec() / 1000000); });
+  health_.set_health_fresh([this] {
+    const bool reader = opts_.kernel_ingest && cfg_.kernel_source != "none";
+    return health_pass_fresh(reader, feeds_.kernel_status().caught_up_usec, opts_.collectors,
+                             node_.dstate().has_value(), node_.sysfs().has_value());
+  });
+  pipeline_.set_on_outcome([this](const OutcomeRecord& r) {
+    fleet_.count_outcome(r);
+    (void)history_.add(r, now_usec() / 1000000);
+  });
 }
 
 Agent::~Agent() {
@@ -190,7 +197,8 @@ NodeEvidence Agent::node_evidence(const JobRecord& job, int64_t start_usec, int6
 std::string Agent::metrics_on_loop() {
   const KernelIngestStatus kernel = feeds_.kernel_status();
   return render_agent_metrics(AgentMetricsSources{cfg_.node_name, node_, kernel, health_, socket_,
-                                                  http_, pipeline_, started_usec_});
+                                                  http_, pipeline_, started_usec_, &fleet_,
+                                                  &history_});
 }
 
 nlohmann::json Agent::health_on_loop() {
@@ -212,6 +220,7 @@ nlohmann::json Agent::health_on_loop() {
                 {"recommended", health_.verdict().verdict == "drain-recommended"},
                 {"state", health_.drain_state()}};
   if (!health_.drain_reason().empty()) h["drain"]["reason"] = health_.drain_reason();
+  health_.describe_owner(h["drain"]);
   const auto& recent = pipeline_.recent_summaries();
   h["recent_analyses"] = nlohmann::json(std::vector<nlohmann::json>(recent.begin(), recent.end()));
   h["spool"] = {{"write_failures", node_.spool().write_failures()},

@@ -13,6 +13,7 @@
 //   JobEndPipeline   job_end_pipeline.h  job end -> evidence -> analysis -> summary
 //   DrainController  drain_controller.h  node health -> drain recommendation / auto-drain
 //   OutcomeHistory   outcome_history.h   the outcomes of the jobs this node ran (/v1/history)
+//   FleetMetrics     fleet_metrics.h     outcome, requeue and drain families of /metrics
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -32,6 +33,7 @@
 #include "agent/config.h"
 #include "agent/drain_controller.h"
 #include "agent/event_loop.h"
+#include "agent/fleet_metrics.h"
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
 #include "agent/kernel_ingest.h"
@@ -118,6 +120,7 @@ class Agent {
   NodeFeeds feeds_;
   DrainController health_;
   OutcomeHistory history_;
+  FleetMetrics fleet_;
   JobEndPipeline pipeline_;
   SocketApi socket_;
   HttpApi http_;

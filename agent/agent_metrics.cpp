@@ -7,6 +7,7 @@
 #include "agent/metrics_text.h"
 #include "collector/health/node_health.h"
 #include "common/build_config.h"
+#include "common/time_util.h"
 
 namespace triage::agent {
 
@@ -253,6 +254,8 @@ std::string render_agent_metrics(const AgentMetricsSources& in) {
   http(p, in.http);
   analyses(p, in.analyses);
   agent_info(p, node, in.started_usec);
+  if (in.fleet != nullptr && in.history != nullptr)
+    render_fleet_metrics(p.m, {in.host, *in.fleet, *in.history, in.health, now_usec()});
   return p.m.text();
 }
 

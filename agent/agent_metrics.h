@@ -1,6 +1,7 @@
 // The agent's /metrics page: hardware counters (the hw_* names the offline analyzer's metrics
 // playbooks query) and the agent's own health (triage_*), one small function per group of
-// families. It reads the components' state and changes nothing.
+// families, then the fleet families (agent/fleet_metrics.h). It reads the components' state and
+// changes nothing. docs/metrics.md lists every family.
 //
 // Loop thread only (it reads loop-owned state).
 #pragma once
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "agent/drain_controller.h"
+#include "agent/fleet_metrics.h"
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
 #include "agent/kernel_ingest.h"
@@ -26,6 +28,9 @@ struct AgentMetricsSources {
   const HttpApi& http;
   const JobEndPipeline& analyses;
   int64_t started_usec = 0;
+  // The fleet families (agent/fleet_metrics.h), when both are given.
+  const FleetMetrics* fleet = nullptr;
+  const OutcomeHistory* history = nullptr;
 };
 
 // The Prometheus text (exposition format 0.0.4).

@@ -1,6 +1,7 @@
 #include "agent/drain_controller.h"
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "collector/health/node_health.h"
 #include "common/text.h"
@@ -12,6 +13,16 @@ namespace {
 
 constexpr size_t kMaxDrainReason = 160;
 constexpr int64_t kDrainRetryUsec = 60LL * 1000000;
+// Whose drain the node carries changes by hand, rarely: a look every few minutes is enough, and
+// costs slurmctld one node-table read per node per interval.
+constexpr int64_t kSlurmCheckUsec = 5LL * 60 * 1000000;
+
+// The metric's result for a drain round's state.
+const char* drain_result(const std::string& state) {
+  if (state.rfind("failed", 0) == 0) return "failed";
+  if (state.rfind("left alone", 0) == 0) return "refused";
+  return "done";
+}
 
 // One Slurm round: leave a drain or down state somebody else made alone, recognise our own, else
 // drain. Returns the drain state to report; `settled` when a drain is in place afterwards.
@@ -68,7 +79,12 @@ DrainController::DrainController(const AgentConfig& cfg, EventLoop& loop, const 
       node_(node),
       workers_(workers),
       slurm_(slurm),
-      notify_(std::move(notify)) {}
+      notify_(std::move(notify)) {
+  for (const char* action : {"drain", "lift"}) {
+    for (const char* result : {"done", "refused", "failed"})
+      actions_[{action, result}] = 0;
+  }
+}
 
 void DrainController::schedule() {
   if (scheduled_) return;
@@ -80,6 +96,8 @@ void DrainController::schedule() {
 }
 
 void DrainController::evaluate() {
+  // Asked before the verdict: events handed over before the reader caught up are in it then.
+  const bool fresh = health_fresh_ && health_fresh_();
   collector::HealthInputs in;
   in.host = cfg_.node_name;
   in.boot_id = node_.boot_id();
@@ -102,7 +120,11 @@ void DrainController::evaluate() {
     }
     notify_("STATUS=" + verdict_.verdict);
   }
+  if (verdict_.verdict == "drain-recommended") drain_recommended_this_boot_ = true;
   maybe_drain();
+  const int64_t now = now_usec();
+  maybe_check_slurm(now);
+  maybe_lift(now, fresh);
 }
 
 void DrainController::maybe_drain() {
@@ -112,7 +134,8 @@ void DrainController::maybe_drain() {
   attempts_.in_flight = true;
   const std::string why = drain_reason_for(verdict_);
   const std::string node = cfg_.node_name;
-  const std::string reason = std::string(truncate_utf8(printable(why), kMaxDrainReason));
+  const std::string reason =
+      tagged_drain_why(truncate_utf8(printable(why), kMaxDrainReason), node_.boot_id());
   const bool submitted = workers_.submit([this, node, why, reason] {
     bool settled = false;
     const std::string state =
@@ -128,8 +151,97 @@ void DrainController::drain_done(const std::string& state, bool settled, const s
   drain_state_ = state;
   drain_reason_ = "triage: " + reason;
   if (settled) attempts_.settled_for = why;
+  ++actions_[{"drain", drain_result(state)}];
+  slurm_checked_usec_ = 0;  // look at whose drain it is now
   const auto level = state.rfind("failed", 0) == 0 ? spdlog::level::err : spdlog::level::warn;
   spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, state);
+}
+
+DrainOwner DrainController::owner() const {
+  return slurm_node_ ? drain_owner(*slurm_node_) : DrainOwner::kUnknown;
+}
+
+void DrainController::describe_owner(nlohmann::json& drain) const {
+  drain["owner"] = drain_owner_name(owner());
+  if (slurm_node_) {
+    drain["slurm_state"] = slurm_node_->state;
+    drain["slurm_reason"] = slurm_node_->reason;
+  }
+  if (!lift_decision_.empty()) drain["lift"] = lift_decision_;
+}
+
+void DrainController::maybe_check_slurm(int64_t now) {
+  if (slurm_check_in_flight_) return;
+  if (slurm_checked_usec_ != 0 && now - slurm_checked_usec_ < kSlurmCheckUsec) return;
+  slurm_checked_usec_ = now;
+  slurm_check_in_flight_ = true;
+  const std::string node = cfg_.node_name;
+  const bool submitted = workers_.submit([this, node] {
+    std::string error;
+    std::optional<SlurmNodeState> n = slurm_.with([&](SlurmClient* c) {
+      std::optional<SlurmNodeState> state;
+      if (c != nullptr) state = c->load_node(node, error);
+      return state;
+    });
+    loop_.post([this, n = std::move(n), error] {
+      slurm_check_in_flight_ = false;
+      if (n) {
+        slurm_node_ = n;
+      } else {
+        spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, error);
+      }
+    });
+  });
+  if (!submitted) slurm_check_in_flight_ = false;
+}
+
+void DrainController::maybe_lift(int64_t now, bool health_fresh) {
+  if (lift_in_flight_ || now - last_lift_attempt_usec_ < kDrainRetryUsec) return;
+  LiftInputs in;
+  in.policy = cfg_.drain_policy;
+  in.node = slurm_node_;
+  in.boot_id = node_.boot_id();
+  in.health_fresh = health_fresh;
+  in.verdict = verdict_.verdict;
+  in.drain_recommended_this_boot = drain_recommended_this_boot_;
+  const LiftDecision d = decide_drain_lift(in);
+  lift_decision_ = d.why;
+  if (!d.lift) return;
+  last_lift_attempt_usec_ = now;
+  lift_in_flight_ = true;
+  const std::string node = cfg_.node_name;
+  const std::string reason = slurm_node_->reason;
+  const bool submitted = workers_.submit([this, node, reason, why = d.why] {
+    std::string error;
+    const bool ok = slurm_.with([&](SlurmClient* c) {
+      if (c == nullptr) {
+        error = "no Slurm client";
+        return false;
+      }
+      return c->undrain_node(node, reason, error);
+    });
+    loop_.post([this, ok, error, why] { lift_done(ok, error, why); });
+  });
+  if (!submitted) lift_in_flight_ = false;
+}
+
+void DrainController::lift_done(bool ok, const std::string& error, const std::string& why) {
+  lift_in_flight_ = false;
+  ++actions_[{"lift", ok ? "done" : "failed"}];
+  slurm_checked_usec_ = 0;  // whatever happened, Slurm's view is stale now
+  if (ok) {
+    if (slurm_node_) {
+      slurm_node_->drain = false;
+      slurm_node_->reason.clear();
+    }
+    attempts_.settled_for.clear();
+    drain_state_ = "lifted by triage: " + why;
+    spdlog::warn("auto-drain of {} lifted: {}", cfg_.node_name, why);
+  } else {
+    slurm_node_.reset();
+    drain_state_ = "lift failed: " + error;
+    spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, error);
+  }
 }
 
 }  // namespace triage::agent

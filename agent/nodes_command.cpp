@@ -32,7 +32,8 @@ void usage(FILE* out) {
       out,
       "usage: slurm-triage nodes [--nodes HOSTLIST] [--suspects] [--format table|json] [options]\n"
       "\n"
-      "Node health verdicts and drain recommendations from slurm-triage agents.\n"
+      "Node health verdicts and drain recommendations from slurm-triage agents, and whose\n"
+      "drain each node carries in Slurm (DRAIN: ours, admin, none; ? when not known).\n"
       "Without --nodes, asks the local agent over its socket.\n"
       "\n"
       "  --nodes HOSTLIST     ask these nodes' agents over HTTP (node[01-04],gpu7;\n"
@@ -140,13 +141,22 @@ std::string cell(const std::string& s, size_t width) {
   return p + std::string(width - p.size(), ' ');
 }
 
+// Whose drain the node carries in Slurm (ours, admin, none), as its agent last saw it.
+std::string drain_owner_cell(const nlohmann::json& drain) {
+  const nlohmann::json owner = drain.value("owner", nlohmann::json("unknown"));
+  if (!owner.is_string() || owner == "unknown") return "?";
+  return owner.get<std::string>();
+}
+
 void print_table(const std::vector<NodeAnswer>& answers) {
-  std::printf("%s %s %s %s %s\n", cell("HOST", 16).c_str(), cell("VERDICT", 18).c_str(),
-              cell("ACTION", 23).c_str(), cell("D-STATE", 8).c_str(), "REASON");
+  std::printf("%s %s %s %s %s %s\n", cell("HOST", 16).c_str(), cell("VERDICT", 18).c_str(),
+              cell("DRAIN", 6).c_str(), cell("ACTION", 23).c_str(), cell("D-STATE", 8).c_str(),
+              "REASON");
   for (const NodeAnswer& a : answers) {
     if (!a.reachable) {
-      std::printf("%s %s %s %s %s\n", cell(a.host, 16).c_str(), cell("unreachable", 18).c_str(),
-                  cell("-", 23).c_str(), cell("-", 8).c_str(), printable(a.error).c_str());
+      std::printf("%s %s %s %s %s %s\n", cell(a.host, 16).c_str(), cell("unreachable", 18).c_str(),
+                  cell("-", 6).c_str(), cell("-", 23).c_str(), cell("-", 8).c_str(),
+                  printable(a.error).c_str());
       continue;
     }
     const nlohmann::json& v = a.health.value("verdict", nlohmann::json::object());
@@ -163,13 +173,16 @@ void print_table(const std::vector<NodeAnswer>& answers) {
     if (drain.value("policy", "") == "auto" && drain.value("state", "none") != "none") {
       reason += " [auto-drain: " + drain.value("state", "") + "]";
     }
+    if (drain.value("owner", "") == "admin") {
+      reason += " [drained by an admin: " + drain.value("slurm_reason", "") + "]";
+    }
     std::string dstate = "-";
     if (a.health.contains("dstate") && a.health["dstate"].is_object()) {
       dstate = std::to_string(a.health["dstate"].value("count", uint64_t{0}));
     }
-    std::printf("%s %s %s %s %s\n", cell(a.health.value("host", a.host), 16).c_str(),
-                cell(verdict, 18).c_str(), cell(action, 23).c_str(), cell(dstate, 8).c_str(),
-                printable(reason).c_str());
+    std::printf("%s %s %s %s %s %s\n", cell(a.health.value("host", a.host), 16).c_str(),
+                cell(verdict, 18).c_str(), cell(drain_owner_cell(drain), 6).c_str(),
+                cell(action, 23).c_str(), cell(dstate, 8).c_str(), printable(reason).c_str());
   }
 }
 

@@ -25,6 +25,10 @@ class OfflineSlurmClient : public SlurmClient {
     error = reason_;
     return false;
   }
+  bool undrain_node(const std::string&, const std::string&, std::string& error) override {
+    error = reason_;
+    return false;
+  }
 
  private:
   std::string reason_;

@@ -1,5 +1,5 @@
 // SlurmClient over libslurm 22.05: slurm_load_job / slurm_get_job_stdout for a job's facts,
-// slurm_load_node_single for a node's state, slurm_update_node for a drain.
+// slurm_load_node_single for a node's state, slurm_update_node for a drain and its lifting.
 #include "agent/slurm_client.h"
 
 #include <pwd.h>
@@ -230,6 +230,30 @@ class LibslurmClient final : public SlurmClient {
     msg.reason_uid = static_cast<uint32_t>(getuid());
     if (slurm_update_node(&msg) != SLURM_SUCCESS) {
       error = last_slurm_error("slurm_update_node " + node);
+      return false;
+    }
+    return true;
+  }
+
+  bool undrain_node(const std::string& node, const std::string& expected_reason,
+                    std::string& error) override {
+    const std::optional<SlurmNodeState> now = load_node(node, error);
+    if (!now) return false;
+    if (!now->drain) {
+      error = "node " + node + " is no longer drained (" + now->state + ")";
+      return false;
+    }
+    if (now->reason != expected_reason) {
+      error = "node " + node + "'s drain reason is now '" + now->reason + "'; not lifting it";
+      return false;
+    }
+    update_node_msg_t msg;
+    slurm_init_update_node_msg(&msg);
+    std::string names = node;
+    msg.node_names = names.data();
+    msg.node_state = NODE_STATE_UNDRAIN;
+    if (slurm_update_node(&msg) != SLURM_SUCCESS) {
+      error = last_slurm_error("slurm_update_node " + node + " undrain");
       return false;
     }
     return true;

@@ -45,6 +45,13 @@ class SlurmClient {
   // node is already drained or down for another reason: the agent never overrides, and never
   // resumes, a drain someone else made.
   virtual bool drain_node(const std::string& node, const std::string& why, std::string& error) = 0;
+
+  // Clears DRAIN on `node` (UNDRAIN: a DOWN node stays down) only while its reason is still
+  // exactly `expected_reason`, the drain the caller decided to lift; otherwise returns false with
+  // `error` saying what changed. Slurm has no compare-and-set, so a drain made between the check
+  // and the update (milliseconds) could be lifted; the caller only lifts its own.
+  virtual bool undrain_node(const std::string& node, const std::string& expected_reason,
+                            std::string& error) = 0;
 };
 
 // The libslurm-backed client (reads slurm.conf the usual way: SLURM_CONF or /etc/slurm/slurm.conf).

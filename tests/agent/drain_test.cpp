@@ -1,5 +1,5 @@
 // DrainPolicy: recommend reports, auto drains through Slurm but never overrides or undoes a drain
-// someone else made.
+// someone else made, and lifts its own once the node has rebooted and is healthy.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -55,12 +55,13 @@ TEST(Drain, AutoDrainsOnceWithATriageReason) {
   const auto drains = h.slurm().drains();
   ASSERT_EQ(drains.size(), 1u);
   EXPECT_EQ(drains[0].first, "node001");
-  EXPECT_EQ(drains[0].second, "uncorrectable umc error on GPU 0000:c1:00.0");
+  EXPECT_EQ(drains[0].second, "uncorrectable umc error on GPU 0000:c1:00.0 [boot boot-a]")
+      << "the boot it was drained on, so that a reboot can lift it";
   ASSERT_TRUE(eventually([&] {
     return socket_json(h.socket(), {{"op", "health"}})["drain"]["state"] == "drained by triage";
   }));
   EXPECT_EQ(socket_json(h.socket(), {{"op", "health"}})["drain"]["reason"],
-            "triage: uncorrectable umc error on GPU 0000:c1:00.0");
+            "triage: uncorrectable umc error on GPU 0000:c1:00.0 [boot boot-a]");
   // More evidence of the same problem does not drain again.
   KernelEvent again = uncorrectable();
   again.id = "boot-a:813";
@@ -99,6 +100,77 @@ TEST(Drain, AControllerThatCannotBeReachedIsReportedAndRetriedLater) {
   }));
   EXPECT_TRUE(h.slurm().drains().empty());
   EXPECT_EQ(socket_json(h.socket(), {{"op", "ping"}})["ok"], true);
+}
+
+SlurmNodeState drained(const std::string& reason) {
+  SlurmNodeState n = idle("node001");
+  n.state = "DRAINED";
+  n.drain = true;
+  n.reason = reason;
+  return n;
+}
+
+nlohmann::json drain_report(AgentHarness& h) {
+  return socket_json(h.socket(), {{"op", "health"}})["drain"];
+}
+
+TEST(Drain, OurDrainFromAnEarlierBootIsLiftedOnceTheRebootedNodeIsHealthy) {
+  AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
+  h.options.boot_id = "boot-b";
+  h.slurm().set_node(drained("triage: uncorrectable umc error on GPU 0000:c1:00.0 [boot boot-a]"));
+  h.start();
+  ASSERT_TRUE(eventually([&] { return h.slurm().undrains().size() == 1; })) << drain_report(h);
+  ASSERT_TRUE(eventually([&] { return drain_report(h)["owner"] == "none"; })) << drain_report(h);
+  const nlohmann::json d = drain_report(h);
+  EXPECT_EQ(d["state"].get<std::string>().rfind("lifted by triage", 0), 0u) << d;
+  EXPECT_EQ(metric_value(
+                h.agent().metrics(),
+                R"(triage_auto_drain_actions_total{action="lift",host="node001",result="done"})"),
+            1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(h.slurm().undrains().size(), 1u) << "lifted once";
+}
+
+TEST(Drain, OurDrainOnThisBootStaysUntilTheNodeReboots) {
+  AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
+  h.slurm().set_node(drained("triage: uncorrectable umc error on GPU 0000:c1:00.0 [boot boot-a]"));
+  h.start();
+  ASSERT_TRUE(eventually([&] { return drain_report(h)["owner"] == "ours"; })) << drain_report(h);
+  ASSERT_TRUE(eventually([&] {
+    return drain_report(h).value("lift", "").find("not rebooted") != std::string::npos;
+  })) << drain_report(h);
+  EXPECT_TRUE(h.slurm().undrains().empty());
+}
+
+TEST(Drain, AnAdminsDrainIsNeverLiftedAndTheMetricsSayWhose) {
+  AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
+  h.options.boot_id = "boot-b";
+  h.slurm().set_node(drained("replace fan 3 [boot boot-a]"));
+  h.start();
+  ASSERT_TRUE(eventually([&] { return drain_report(h)["owner"] == "admin"; })) << drain_report(h);
+  EXPECT_EQ(drain_report(h)["slurm_reason"], "replace fan 3 [boot boot-a]");
+  EXPECT_EQ(
+      metric_value(h.agent().metrics(), R"(triage_drain_owner{host="node001",owner="admin"})"),
+      1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(h.slurm().undrains().empty());
+}
+
+TEST(Drain, ANodeDrainRecommendedAgainAfterTheRebootKeepsOurDrain) {
+  AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
+  h.options.boot_id = "boot-b";
+  h.start();  // slurmctld does not answer yet: nothing can be lifted before the fault is seen
+  KernelEvent again = uncorrectable();
+  again.id = "boot-b:90";
+  again.boot_id = "boot-b";
+  ASSERT_TRUE(h.agent().ingest({again}, "c1"));
+  ASSERT_TRUE(eventually([&] {
+    return drain_report(h)["state"].get<std::string>().rfind("failed", 0) == 0;
+  })) << drain_report(h);
+  h.slurm().set_node(drained("triage: uncorrectable umc error on GPU 0000:c1:00.0 [boot boot-a]"));
+  ASSERT_TRUE(eventually([&] { return drain_report(h)["owner"] == "ours"; })) << drain_report(h);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(h.slurm().undrains().empty()) << drain_report(h);
 }
 
 }  // namespace

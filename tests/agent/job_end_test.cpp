@@ -431,6 +431,28 @@ TEST_F(JobEnd, TheOutcomeIsRecordedOnEveryNodeOfTheJobAndADownPeerIsCountedNotWa
   EXPECT_EQ(health["push_failures"], 1) << "node-c was down: counted, not retried";
 }
 
+TEST_F(JobEnd, TheLeaderCountsTheOutcomeOnceAndEveryNodeShowsItInItsHistoryGauges) {
+  start();
+  const int64_t t0 = now_usec();
+  JobFacts facts = failed_job(5252, "bert", {"node-a", "node-b"}, t0);
+  a.slurm().set_job(facts);
+  run_job(5252, "node-a,node-b", "bert", "basic", t0);
+  const std::string outcome_a =
+      R"(triage_job_outcomes_total{blame="none",class="oom-host",host="node-a",status="failed"})";
+  ASSERT_TRUE(eventually([&] { return metric_value(a.agent().metrics(), outcome_a) == 1.0; }))
+      << a.agent().metrics();
+  ASSERT_TRUE(eventually([&] {
+    return metric_value(b.agent().metrics(),
+                        R"(triage_history_multinode_jobs{host="node-b",size="2-3"})") == 1.0;
+  })) << b.agent().metrics();
+  EXPECT_EQ(b.agent().metrics().find("triage_job_outcomes_total{"), std::string::npos)
+      << "only the node that led the analysis counts the job";
+  EXPECT_EQ(metric_value(a.agent().metrics(),
+                         R"(triage_history_multinode_failures{host="node-a",size="2-3"})"),
+            0.0)
+      << "no blame: the failure does not count against the nodes";
+}
+
 TEST(AnalysisSummary, OnlyTheAnalyzersOwnErrorsAndKillsAreFailedAnalyses) {
   JobFacts facts;
   facts.job_id = 12;

@@ -62,6 +62,32 @@ TEST(NodesCommand, TheLocalAgentsVerdictAsJsonAndTable) {
   EXPECT_NE(table.out.find("uncorrectable umc error on card0"), std::string::npos);
 }
 
+TEST(NodesCommand, WhoseDrainTheNodeCarriesIsShown) {
+  AgentHarness h("nodes", "gpu001");
+  SlurmNodeState n;
+  n.name = "gpu001";
+  n.state = "DRAINED";
+  n.drain = true;
+  n.reason = "bios upgrade";
+  h.slurm().set_node(n);
+  h.start();
+  testing::write_file(h.dir() + "/empty.conf", "");
+  const std::string common = "--config " + h.dir() + "/empty.conf --socket " + h.socket();
+  ASSERT_TRUE(eventually([&] {
+    return testing::socket_json(h.socket(), {{"op", "health"}})["drain"]["owner"] == "admin";
+  }));
+  const CliRun json = run_cli(common + " --format json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["nodes"][0]["drain"]["owner"], "admin") << json.out;
+  EXPECT_EQ(j["nodes"][0]["drain"]["slurm_reason"], "bios upgrade");
+  const CliRun table = run_cli(common);
+  ASSERT_EQ(table.status, 0) << table.out;
+  EXPECT_NE(table.out.find("DRAIN"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" admin "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("[drained by an admin: bios upgrade]"), std::string::npos) << table.out;
+}
+
 TEST(NodesCommand, AListOfNodesIsAskedOverMungeHttpAndADeadOneIsNamed) {
   TempDir munge_dir("munge");
   MungeDaemon munge(munge_dir.path());

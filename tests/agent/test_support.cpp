@@ -208,6 +208,30 @@ bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std:
   return true;
 }
 
+bool FakeSlurm::undrain_node(const std::string& node, const std::string& expected_reason,
+                             std::string& error) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    error = "Invalid node name specified";
+    return false;
+  }
+  if (!it->second.drain || it->second.reason != expected_reason) {
+    error = "node is not drained with that reason";
+    return false;
+  }
+  it->second.drain = false;
+  it->second.state = it->second.down ? "DOWN" : "IDLE";
+  it->second.reason.clear();
+  undrains_.push_back(node);
+  return true;
+}
+
+std::vector<std::string> FakeSlurm::undrains() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return undrains_;
+}
+
 void FakeSlurm::set_job(JobFacts facts) {
   std::lock_guard<std::mutex> l(mu_);
   jobs_[facts.job_id] = std::move(facts);

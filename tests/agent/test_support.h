@@ -62,7 +62,7 @@ class MungeDaemon {
   pid_t pid_ = -1;
 };
 
-// A SlurmClient whose answers the test sets; it records drains.
+// A SlurmClient whose answers the test sets; it records drains and undrains.
 class FakeSlurm : public SlurmClient {
  public:
   std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) override;
@@ -70,10 +70,13 @@ class FakeSlurm : public SlurmClient {
   std::map<std::string, std::string> node_addresses(const std::vector<std::string>& nodes,
                                                     std::string& error) override;
   bool drain_node(const std::string& node, const std::string& why, std::string& error) override;
+  bool undrain_node(const std::string& node, const std::string& expected_reason,
+                    std::string& error) override;
 
   void set_job(JobFacts facts);
   void set_node(SlurmNodeState state);
   std::vector<std::pair<std::string, std::string>> drains() const;
+  std::vector<std::string> undrains() const;
   int load_job_calls() const;
   int node_table_loads() const;
 
@@ -82,6 +85,7 @@ class FakeSlurm : public SlurmClient {
   std::map<uint64_t, JobFacts> jobs_;
   std::map<std::string, SlurmNodeState> nodes_;
   std::vector<std::pair<std::string, std::string>> drains_;
+  std::vector<std::string> undrains_;
   int load_job_calls_ = 0;
   int node_table_loads_ = 0;
 };

@@ -180,6 +180,48 @@ TEST_F(SlurmClientTest, ADownNodeIsLeftAlone) {
   EXPECT_EQ(n->reason, "cable pulled");
 }
 
+TEST_F(SlurmClientTest, OurDrainIsLiftedOnlyWhileItsReasonIsStillExactlyOurs) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  ASSERT_TRUE(client_->drain_node(c.node(), "GPU fell off the bus [boot 3f2a9c1b]", error))
+      << error;
+  auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  const std::string ours = n->reason;
+  EXPECT_EQ(ours, "triage: GPU fell off the bus [boot 3f2a9c1b]");
+
+  EXPECT_FALSE(client_->undrain_node(c.node(), "triage: something else", error));
+  EXPECT_NE(error.find("not lifting"), std::string::npos) << error;
+  EXPECT_EQ(c.node_state(), "drained");
+
+  ASSERT_TRUE(client_->undrain_node(c.node(), ours, error)) << error;
+  n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_FALSE(n->drain);
+  // IDLE, perhaps +NOT_RESPONDING while slurmd re-registers after an earlier test's DOWN.
+  EXPECT_EQ(n->state.rfind("IDLE", 0), 0u) << n->state;
+  EXPECT_TRUE(n->reason.empty()) << "UNDRAIN clears the reason: " << n->reason;
+  EXPECT_EQ(c.node_state().rfind("idle", 0), 0u) << c.node_state();
+  EXPECT_FALSE(client_->undrain_node(c.node(), ours, error)) << "nothing left to lift";
+}
+
+TEST_F(SlurmClientTest, AnAdminWhoDrainsAgainOverOurDrainOwnsIt) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  ASSERT_TRUE(client_->drain_node(c.node(), "GPU fell off the bus [boot 3f2a9c1b]", error))
+      << error;
+  ASSERT_TRUE(
+      c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain", "reason=RMA the GPU"})
+          .ok());
+  EXPECT_FALSE(
+      client_->undrain_node(c.node(), "triage: GPU fell off the bus [boot 3f2a9c1b]", error));
+  EXPECT_NE(error.find("RMA the GPU"), std::string::npos) << error;
+  const auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_TRUE(n->drain);
+  EXPECT_EQ(n->reason, "RMA the GPU");
+}
+
 TEST_F(SlurmClientTest, AnUnknownNodeCannotBeDrained) {
   CLUSTER_OR_FAIL(g_env);
   std::string error;

@@ -41,6 +41,8 @@ expected=(
   /lib/systemd/system/slurm-triage-agent.service
   /usr/lib/tmpfiles.d/slurm-triage.conf
   /usr/share/doc/slurm-triage/install.md
+  /usr/share/slurm-triage/grafana/slurm-triage.json
+  /usr/share/slurm-triage/prometheus/slurm-triage.rules.yml
 )
 if [[ "$expect_agent" == 1 ]]; then expected+=(/usr/sbin/slurm-triage-agent); fi
 for f in "${expected[@]}"; do
