@@ -18,6 +18,7 @@
 #include "agent/peer_client.h"
 #include "agent/suspect_nodes.h"
 #include "common/build_config.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
 #include "common/hostlist.h"
@@ -267,48 +268,36 @@ int run_nodes(int argc, char** argv) {
   std::optional<int> port;
   int timeout_s = 10;
   bool suspects = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc)
-        throw InputError("slurm-triage nodes", 0, std::string(name) + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
+  ArgCursor args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    if (args.is_help()) {
       usage(stdout);
       return 0;
     } else if (a == "--nodes" || a == "-w") {
-      nodes_expr = value("--nodes");
+      nodes_expr = args.value();
     } else if (a == "--port") {
-      const auto p = parse_uint(value("--port"));
-      if (!p || *p == 0 || *p > 65535)
-        throw InputError("slurm-triage nodes", 0, "--port must be 1-65535");
-      port = static_cast<int>(*p);
+      port = static_cast<int>(args.whole(1, 65535));
     } else if (a == "--suspects") {
       suspects = true;
     } else if (a == "--munge-socket") {
-      munge_socket = value("--munge-socket");
+      munge_socket = args.value();
     } else if (a == "--socket") {
-      socket_path = value("--socket");
+      socket_path = args.value();
     } else if (a == "--config") {
-      config_path = value("--config");
+      config_path = args.value();
       config_given = true;
     } else if (a == "--timeout") {
-      const auto t = parse_uint(value("--timeout"));
-      if (!t || *t == 0 || *t > 3600)
-        throw InputError("slurm-triage nodes", 0, "--timeout must be 1-3600 seconds");
-      timeout_s = static_cast<int>(*t);
+      timeout_s = static_cast<int>(args.whole(1, 3600));
     } else if (a == "--format") {
-      format = value("--format");
-      if (format != "table" && format != "json")
-        throw InputError("slurm-triage nodes", 0, "--format must be table or json");
+      format = args.value();
+      if (format != "table" && format != "json") throw UsageError("--format must be table or json");
     } else {
-      throw InputError("slurm-triage nodes", 0, "unknown argument '" + printable(a) + "'");
+      throw UsageError("unknown argument '" + printable(a) + "'");
     }
   }
   if (suspects && nodes_expr.empty()) {
-    throw InputError(
-        "slurm-triage nodes", 0,
+    throw UsageError(
         "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
   }
   const bool use_file = config_given || ::access(config_path.c_str(), R_OK) == 0;
@@ -361,9 +350,8 @@ int nodes_main(int argc, char** argv) {
   try {
     return run_nodes(argc, argv);
   } catch (const InputError& e) {
-    (void)std::fprintf(stderr, "%s\n\n", e.what());
-    usage(stderr);
-    return 2;
+    // A malformed --nodes hostlist: the argument is wrong, so it is reported as one.
+    throw UsageError(e.what());
   }
 }
 
