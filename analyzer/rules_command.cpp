@@ -135,6 +135,10 @@ int show(const std::string& class_id, const std::vector<std::string>& dirs) {
     (void)std::printf("%-16s %s\n", p.as_cause ? "cause-pattern" : "pattern", p.source.c_str());
   for (const auto& p : c->excludes)
     (void)std::printf("%-16s %s\n", "exclude", p.source.c_str());
+  for (const auto& r : c->blame_when) {
+    (void)std::printf("%-16s %s %s\n", "blame-when", std::string(to_string(r.blame)).c_str(),
+                      r.pattern.source.c_str());
+  }
   for (const auto& ex : c->examples)
     (void)std::printf("%-16s %s\n", "example", ex.value.c_str());
   for (const auto& ex : c->counter_examples)
