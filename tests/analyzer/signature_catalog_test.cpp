@@ -174,6 +174,7 @@ TEST(SignatureCatalog, ABlameWhenOrATwoLineHarmlessShapeWrittenWrongIsNamed) {
       "pattern = a long enough phrase\n"
       "after = ^killall\n");  // no example-before: the section (line 6) is named
   std::vector<std::string> msgs;
+  msgs.reserve(errors.size());
   for (const auto& e : errors)
     msgs.push_back(e.what());
   ASSERT_EQ(msgs.size(), 3u) << ::testing::PrintToString(msgs);

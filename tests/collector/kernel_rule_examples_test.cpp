@@ -19,6 +19,7 @@ using testing::write_file;
 
 std::vector<std::string> texts(const std::vector<InputError>& errors) {
   std::vector<std::string> out;
+  out.reserve(errors.size());
   for (const auto& e : errors)
     out.emplace_back(e.what());
   return out;
