@@ -120,7 +120,7 @@ TEST(DecideBlame, TheFirstBlameWhenThatMatchesWins) {
                        "site.rules")
           .sections,
       errors);
-  ASSERT_TRUE(errors.empty()) << errors[0].what();
+  ASSERT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].what());
   Triage t = failed_with("import-fail", "import");
   t.evidence = {log_line(1, "Traceback (most recent call last):"),
                 log_line(9, "ModuleNotFoundError: No module named 'site_tools'")};
