@@ -89,6 +89,15 @@ TEST(DecideBlame, AFileNotFoundErrorIsAPathTheJobWasGiven) {
             "such file or directory: 'x.bin').");
 }
 
+TEST(DecideBlame, BrokenHardwareDoesNotExcuseAPathThatDoesNotExist) {
+  Triage t = failed_with("python-exception", "Unhandled Python exception");
+  t.evidence = {log_line(212, "FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'")};
+  t.nodes = {node("gpu-a017", "drain-recommended", "Xid 79")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUserConfig);
+  t.evidence = {log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kPlatform);
+}
+
 TEST(DecideBlame, RaysMemoryMonitorKillingATaskNamesNobody) {
   Triage t = failed_with("oom-host", "Host out of memory");
   t.evidence = {log_line(
