@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "analyzer/line_text.h"
 #include "common/text.h"
 
 namespace triage {
@@ -74,6 +75,21 @@ const Finding* deciding_finding(const std::vector<Finding>& evidence, bool trace
   return &evidence.front();
 }
 
+// The class's first `blame-when` that the log's own words in its evidence match, with the line:
+// refinements in the order the rules give them, each tried on every evidence line.
+std::optional<BlameVerdict> refined_by_log(const SignatureClass& c,
+                                           const std::vector<Finding>& evidence) {
+  for (const BlameRefinement& r : c.blame_when) {
+    for (const Finding& f : evidence) {
+      if (f.trusted) continue;
+      const std::string clean = strip_ansi(f.text);
+      if (!pattern_matches(r.pattern, split_line(clean).text)) continue;
+      return BlameVerdict{r.blame, source_words(f) + ": " + quote(f), false, quote(f)};
+    }
+  }
+  return std::nullopt;
+}
+
 std::string hardware_basis(const NodeRow& n) {
   const std::string why =
       n.verdict_reasons.empty() ? std::string("drain recommended") : n.verdict_reasons.front();
@@ -89,7 +105,12 @@ BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
   }
   const SignatureClass* c = catalog.find(t.primary_failure);
   const Blame fallback = c != nullptr ? c->blame : Blame::kUnknown;
-  if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(fallback))
+  // The log's own words (a missing file, a known cause) refine the class's default; what a node
+  // saw, being trusted, still comes first.
+  const std::optional<BlameVerdict> by_log =
+      c != nullptr ? refined_by_log(*c, t.evidence) : std::nullopt;
+  const Blame said = by_log ? *by_log->blame : fallback;
+  if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(said))
     return {Blame::kPlatform, hardware_basis(*n), true, ""};
   if (const Finding* oom = kernel_oom(t.evidence)) {
     const std::string constraint = capture(*oom, "constraint");
@@ -108,6 +129,7 @@ BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
   // says nothing of whose fault it was.
   if (c != nullptr && (c->derived == Derivation::kStall || c->derived == Derivation::kNoEvidence))
     return {fallback, "nothing in the log or on the nodes names a cause", false, ""};
+  if (by_log) return *by_log;
   const Finding* f = deciding_finding(t.evidence, c != nullptr && c == catalog.traceback_class());
   if (f == nullptr) return {fallback, "the class's default (no evidence line)", false, ""};
   return {fallback, source_words(*f) + ": " + quote(*f), f->trusted, quote(*f)};

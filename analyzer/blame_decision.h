@@ -1,7 +1,9 @@
 // Whose fault a job's failure was. The primary class's default comes from the rules (`blame`);
-// trusted node evidence refines it: a node's kernel saw hardware fail during the job (platform),
-// or the kernel OOM killer acted inside the job's own memory limit (user-config) or on the whole
-// node (platform). The decision and its words are pure functions of the report's data.
+// the class's `blame-when` lines refine it from the log's own words (a FileNotFoundError is a path
+// the job was given); trusted node evidence overrides both: a node's kernel saw hardware fail
+// during the job (platform), or the kernel OOM killer acted inside the job's own memory limit
+// (user-config) or on the whole node (platform). The decision and its words are pure functions of
+// the report's data.
 #pragma once
 
 #include <optional>
@@ -21,7 +23,8 @@ struct BlameVerdict {
 };
 
 // The blame of a report whose status, primary failure, evidence and node table are decided: none
-// for a job that completed or runs; the class's default unless trusted node evidence overrides it.
+// for a job that completed or runs; else trusted node evidence, else the first of the class's
+// `blame-when` refinements that matches an evidence line, else the class's default.
 BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog);
 
 // The report's first words for a decided blame: who is at fault, what showed it, and what to do

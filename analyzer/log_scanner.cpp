@@ -196,7 +196,8 @@ class Scanner {
       for (const LiteralHit* h = hb; h != he && !harmless; ++h) {
         for (const auto& use : plan_.uses()[h->literal]) {
           if (use.kind != ScanPlan::Use::kHarmless) continue;
-          if (pattern_matches(entries[use.owner].patterns[use.pattern], lt.text)) {
+          if (pattern_matches(entries[use.owner].patterns[use.pattern], lt.text) &&
+              follows(entries[use.owner], ls)) {
             ++out_.harmless_counts[use.owner];
             harmless = true;
             break;
@@ -207,6 +208,23 @@ class Scanner {
     if (!harmless && !candidates_.empty()) classify(lt, ls, le, hb, he);
     if (opt_.collect_facts && (fact_mask != 0 || facts_.lines_wanted() > 0))
       facts_.on_line(lt, line_no_, fact_mask);
+  }
+
+  // Whether the line starting at `ls` comes right after a line the entry's `after` asks for. A
+  // line that opens the block has no line before it here, so it keeps its finding: the rare miss
+  // is a false alarm left standing, never a failure silenced.
+  bool follows(const HarmlessEntry& h, size_t ls) const {
+    if (h.after.empty()) return true;
+    if (ls == 0) return false;
+    const size_t end = ls - 1;  // the line break that ends the line before
+    const void* nl = ::memrchr(data_, '\n', end);
+    const size_t start =
+        nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - data_) + 1 : 0;
+    std::string_view before(data_ + start, end - start);
+    if (!before.empty() && before.back() == '\r') before.remove_suffix(1);
+    const std::string_view text = split_line(before).text;
+    return std::any_of(h.after.begin(), h.after.end(),
+                       [&](const CompiledPattern& p) { return pattern_matches(p, text); });
   }
 
   void classify(const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,

@@ -1,12 +1,16 @@
-// `slurm-triage rules`: check and list the log-signature catalog.
+// `slurm-triage rules`: check and list the log-signature catalog; check the kernel catalogs too.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/catalog_consistency.h"
 #include "analyzer/signature_catalog.h"
 #include "analyzer/signature_examples.h"
 #include "analyzer/tsdb/playbook_table.h"
+#include "collector/kernel_pipeline.h"
+#include "collector/kernel_rule_examples.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
 
@@ -19,8 +23,8 @@ constexpr const char* kHelp = R"(usage: slurm-triage rules check [DIR ...]
 
 check   load every rule layer (the shipped catalogs, /etc/slurm/triage.d, then each DIR), compile
         every pattern, check that the classes agree with each other, run every example and
-        counter-example line through the scanner, and print each problem as file:line: message.
-        Exit 1 if there was any.
+        counter-example line through the log scanner or the kernel classifier, and print each
+        problem as file:line: message. Exit 1 if there was any.
 list    print the failure classes (id, priority, role, blame, stage, title) and the
         known-harmless entries of the log-signature catalog.
 show    print one failure class: its properties, patterns, example lines, explanation and next
@@ -33,6 +37,29 @@ std::string role_name(ClassRole r) {
   return std::string(to_string(r));
 }
 
+struct KernelCheck {
+  std::vector<InputError> errors;
+  size_t rules = 0;
+  size_t examples = 0;
+};
+
+// The kernel catalogs' load errors, else their examples' (collector/kernel_rule_examples.h).
+KernelCheck check_kernel_catalogs(const std::vector<std::string>& dirs) {
+  collector::KernelRulesLoad load = collector::load_kernel_rules(default_rule_layers(dirs));
+  KernelCheck out;
+  if (!load.errors.empty()) {
+    out.errors = std::move(load.errors);
+    return out;
+  }
+  out.rules = load.rules->rules().size();
+  for (const auto& r : load.rules->rules())
+    out.examples += r.examples.size() + r.counter_examples.size();
+  for (const auto& h : load.rules->harmless_sections())
+    out.examples += h.examples.size();
+  out.errors = collector::check_kernel_examples(load.rules);
+  return out;
+}
+
 int check(const std::vector<std::string>& dirs) {
   std::vector<InputError> errors;
   std::vector<std::string> files;
@@ -41,6 +68,13 @@ int check(const std::vector<std::string>& dirs) {
     errors.push_back(std::move(e));
   for (auto& e : check_signature_examples(cat))
     errors.push_back(std::move(e));
+  KernelCheck kernel = check_kernel_catalogs(dirs);
+  for (auto& e : kernel.errors) {
+    const bool seen = std::any_of(errors.begin(), errors.end(), [&](const InputError& o) {
+      return std::string_view(o.what()) == e.what();
+    });
+    if (!seen) errors.push_back(std::move(e));  // a file's syntax errors are both loads'
+  }
   for (const auto& e : errors)
     (void)std::printf("%s\n", e.what());
   size_t patterns = 0;
@@ -55,8 +89,10 @@ int check(const std::vector<std::string>& dirs) {
   }
   (void)std::fprintf(
       errors.empty() ? stdout : stderr,
-      "%zu file(s), %zu classes, %zu harmless entries, %zu patterns, %zu example lines: %s\n",
-      files.size(), cat.classes().size(), cat.harmless().size(), patterns, examples,
+      "%zu file(s), %zu classes, %zu harmless entries, %zu patterns, %zu kernel rules, %zu example "
+      "lines: %s\n",
+      files.size(), cat.classes().size(), cat.harmless().size(), patterns, kernel.rules,
+      examples + kernel.examples,
       errors.empty() ? "ok" : (std::to_string(errors.size()) + " error(s)").c_str());
   return errors.empty() ? 0 : 1;
 }
@@ -135,6 +171,10 @@ int show(const std::string& class_id, const std::vector<std::string>& dirs) {
     (void)std::printf("%-16s %s\n", p.as_cause ? "cause-pattern" : "pattern", p.source.c_str());
   for (const auto& p : c->excludes)
     (void)std::printf("%-16s %s\n", "exclude", p.source.c_str());
+  for (const auto& r : c->blame_when) {
+    (void)std::printf("%-16s %s %s\n", "blame-when", std::string(to_string(r.blame)).c_str(),
+                      r.pattern.source.c_str());
+  }
   for (const auto& ex : c->examples)
     (void)std::printf("%-16s %s\n", "example", ex.value.c_str());
   for (const auto& ex : c->counter_examples)

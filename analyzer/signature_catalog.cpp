@@ -343,8 +343,45 @@ const std::set<std::string>& signature_keys() {
       "traceback",    "heartbeat-check", "blame",
       "playbook",     "kernel-event",    "kernel-min-severity",
       "slurm-state",  "explain",         "next",
-      "next-if-live", "example",         "counter-example"};
+      "next-if-live", "example",         "counter-example",
+      "blame-when"};
   return keys;
+}
+
+// A pattern that only runs on lines already found (an `exclude`, a `blame-when`), so it needs no
+// trigger literal.
+std::optional<CompiledPattern> compile_untriggered(const RuleSection& sec, const RuleEntry& e,
+                                                   const std::string& source,
+                                                   std::vector<InputError>& errors) {
+  std::shared_ptr<const RE2> re = std::make_shared<RE2>(source, pattern_options());
+  if (!re->ok()) {
+    errors.push_back(sec.error(e, "does not compile: " + re->error()));
+    return std::nullopt;
+  }
+  CompiledPattern p;
+  p.source = source;
+  p.file = sec.file;
+  p.line = e.line;
+  p.re = std::move(re);
+  return p;
+}
+
+// `blame-when = BLAME RE2` into `out`.
+void load_blame_when(const RuleSection& sec, const RuleEntry& e, std::vector<BlameRefinement>& out,
+                     std::vector<InputError>& errors) {
+  const size_t space = e.value.find(' ');
+  const std::string word = e.value.substr(0, space);
+  const std::string source =
+      space == std::string::npos ? std::string() : std::string(trim(e.value.substr(space + 1)));
+  const std::optional<Blame> blame = parse_blame(word);
+  if (!blame || source.empty()) {
+    errors.push_back(sec.error(e,
+                               "expected 'BLAME PATTERN' (BLAME one of user-code, user-config, "
+                               "input-data, platform, scheduler, unknown)"));
+    return;
+  }
+  if (auto p = compile_untriggered(sec, e, source, errors))
+    out.push_back(BlameRefinement{*blame, std::move(*p)});
 }
 
 // An `example` or `counter-example` line into `out`; an empty one is an error, since it would
@@ -402,19 +439,10 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
         c.patterns.back().as_cause = true;
       }
     } else if (e.key == "exclude") {
-      std::string err;
-      // Excludes only run on lines that already matched, so they need no trigger literal.
-      std::shared_ptr<const RE2> re = std::make_shared<RE2>(e.value, pattern_options());
-      if (!re->ok()) {
-        errors.push_back(sec.error(e, "does not compile: " + re->error()));
-      } else {
-        CompiledPattern p;
-        p.source = e.value;
-        p.file = sec.file;
-        p.line = e.line;
-        p.re = std::move(re);
-        c.excludes.push_back(std::move(p));
-      }
+      if (auto p = compile_untriggered(sec, e, e.value, errors))
+        c.excludes.push_back(std::move(*p));
+    } else if (e.key == "blame-when") {
+      load_blame_when(sec, e, c.blame_when, errors);
     } else if (e.key == "example" || e.key == "counter-example") {
       load_example(sec, e, e.key == "example" ? c.examples : c.counter_examples, errors);
     } else if (e.key == "explains") {
@@ -472,17 +500,29 @@ std::optional<HarmlessEntry> load_harmless(const RuleSection& sec,
   for (const auto& e : sec.entries) {
     if (e.key == "pattern") {
       compile_into(sec, e, h.patterns, errors);
+    } else if (e.key == "after") {
+      if (auto p = compile_untriggered(sec, e, e.value, errors)) h.after.push_back(std::move(*p));
     } else if (e.key == "example") {
       load_example(sec, e, h.examples, errors);
+    } else if (e.key == "example-before" && !h.example_before && !e.value.empty()) {
+      h.example_before = Declared<std::string>{e.value, e.line};
+    } else if (e.key == "example-before") {
+      errors.push_back(sec.error(e, "expected one log line, given once"));
     } else if (e.key == "why") {
       h.why = e.value;
     } else {
-      errors.push_back(
-          sec.error(e, "unknown key (harmless sections take 'pattern', 'example' and 'why')"));
+      errors.push_back(sec.error(e,
+                                 "unknown key (harmless sections take 'pattern', 'after', "
+                                 "'example', 'example-before' and 'why')"));
     }
   }
   if (h.patterns.empty() && errors.size() == errors_before) {
     errors.push_back(sec.error("a harmless entry needs at least one pattern"));
+  }
+  if (h.after.empty() != !h.example_before && errors.size() == errors_before) {
+    errors.push_back(
+        sec.error("'after' and 'example-before' go together: the examples of a "
+                  "two-line shape need the line before them"));
   }
   if (errors.size() != errors_before) return std::nullopt;
   return h;

@@ -59,6 +59,13 @@ struct CompiledPattern {
   bool as_cause = false;
 };
 
+// `blame-when = BLAME RE2`: words of the log's own evidence that change whose fault a failure of
+// the class is (an exception type, a message that names the cause).
+struct BlameRefinement {
+  Blame blame = Blame::kUnknown;
+  CompiledPattern pattern;
+};
+
 struct SignatureClass {
   std::string id;
   std::string title;
@@ -74,6 +81,9 @@ struct SignatureClass {
   bool traceback = false;        // its lines open a Python traceback (`traceback = true`)
   bool heartbeat_check = false;  // the report's heartbeat checklist belongs to it
   Blame blame = Blame::kUnknown;
+  // Tried in order on the class's evidence lines when it is the primary failure; the first that
+  // matches a line replaces `blame` (trusted node evidence still comes first).
+  std::vector<BlameRefinement> blame_when;
   std::vector<Declared<std::string>> playbooks;  // metrics playbook ids that apply to it
   // The first line of each key the section wrote, for messages that point at a field.
   std::vector<Declared<std::string>> key_lines;
@@ -107,7 +117,13 @@ struct SignatureClass {
 struct HarmlessEntry {
   std::string id;
   std::vector<CompiledPattern> patterns;
+  // `after`: when given, a matching line is harmless only if the line just before it matches one
+  // of these: a benign shape two lines long (killall finding nothing to kill, then srun reporting
+  // that step's exit code 1).
+  std::vector<CompiledPattern> after;
   std::vector<Declared<std::string>> examples;  // real lines the entry must silence
+  // `example-before`: the real line that precedes every example of an entry with `after`.
+  std::optional<Declared<std::string>> example_before;
   std::string why;
   std::string file;
   int line = 0;

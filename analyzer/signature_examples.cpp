@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -11,26 +12,44 @@
 
 namespace triage {
 
-LineVerdict classify_line(const ScanPlan& plan, std::string_view line) {
-  // An in-memory file, so the line goes through scan_log itself: there is no second matcher to
+namespace {
+
+ScanResult scan_text(const ScanPlan& plan, std::string_view text) {
+  // An in-memory file, so the lines go through scan_log itself: there is no second matcher to
   // drift from the scanner.
   UniqueFd fd(::memfd_create("slurm-triage-example", MFD_CLOEXEC));
   if (fd.get() < 0) throw_errno("memfd_create", errno);
-  write_all(fd.get(), line);
-  write_all(fd.get(), "\n");
+  write_all(fd.get(), text);
   if (::lseek(fd.get(), 0, SEEK_SET) != 0) throw_errno("lseek", errno);
   ScanOptions options;
   options.head_lines = 0;
   options.tail_lines = 0;
   options.block_bytes = size_t{64} * 1024;
   options.collect_facts = false;
-  const ScanResult scanned = scan_log(fd.get(), plan, options);
+  return scan_log(fd.get(), plan, options);
+}
+
+}  // namespace
+
+LineVerdict classify_line(const ScanPlan& plan, std::string_view line,
+                          std::optional<std::string_view> before) {
+  const std::string text =
+      (before ? std::string(*before) + "\n" : std::string()) + std::string(line) + "\n";
+  const ScanResult scanned = scan_text(plan, text);
+  const int64_t line_no = before ? 2 : 1;
   LineVerdict v;
   for (size_t i = 0; i < scanned.classes.size() && v.cls < 0; ++i) {
-    if (scanned.classes[i].count > 0) v.cls = static_cast<int>(i);
+    const auto& found = scanned.classes[i].first;
+    if (std::any_of(found.begin(), found.end(),
+                    [&](const Finding& f) { return f.line == line_no; }))
+      v.cls = static_cast<int>(i);
   }
+  // What the line before alone silences is not the line's doing.
+  const std::vector<uint64_t> alone =
+      before ? scan_text(plan, std::string(*before) + "\n").harmless_counts
+             : std::vector<uint64_t>(scanned.harmless_counts.size(), 0);
   for (size_t i = 0; i < scanned.harmless_counts.size() && v.harmless < 0; ++i) {
-    if (scanned.harmless_counts[i] > 0) v.harmless = static_cast<int>(i);
+    if (scanned.harmless_counts[i] > alone[i]) v.harmless = static_cast<int>(i);
   }
   return v;
 }
@@ -105,8 +124,10 @@ void check_class(const SignatureCatalog& catalog, const ScanPlan& plan, size_t i
 
 void check_harmless(const SignatureCatalog& catalog, const ScanPlan& plan, const HarmlessEntry& h,
                     std::vector<InputError>& errors) {
+  std::optional<std::string_view> before;
+  if (h.example_before) before = h.example_before->value;
   for (const auto& ex : h.examples) {
-    const LineVerdict v = classify_line(plan, ex.value);
+    const LineVerdict v = classify_line(plan, ex.value, before);
     const bool own = first_match(h.patterns, ex.value) != nullptr;
     if (own && v.harmless >= 0) continue;
     errors.emplace_back(h.file, ex.line,

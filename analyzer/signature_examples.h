@@ -6,6 +6,7 @@
 // harmless entries of every layer, srun labels and colour codes included.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -22,9 +23,11 @@ struct LineVerdict {
   int harmless = -1;
 };
 
-// Scans `line` as a log of that one line with `plan`. Throws std::system_error when the in-memory
-// file cannot be made.
-LineVerdict classify_line(const ScanPlan& plan, std::string_view line);
+// Scans `line` as a log of that one line with `plan`, or of two lines when `before` is given (for a
+// harmless shape two lines long); the verdict is about `line`. Throws std::system_error when the
+// in-memory file cannot be made.
+LineVerdict classify_line(const ScanPlan& plan, std::string_view line,
+                          std::optional<std::string_view> before = std::nullopt);
 
 // Every example and counter-example of `catalog` that the scanner does not read as its section
 // says, each at the example's file and line with the reason; empty when all of them agree.

@@ -43,6 +43,10 @@ bool is_kernel_event_kind(std::string_view kind) {
   return false;
 }
 
+std::vector<std::string_view> kernel_event_kinds() {
+  return {kKinds.begin(), kKinds.end()};
+}
+
 bool is_event_action(std::string_view action) {
   for (const auto a : kActions) {
     if (a == action) return true;
@@ -89,6 +93,14 @@ void KernelRules::match(std::string_view message, LineMatch& m) const {
   }
   // Load order decides which rule a line belongs to when several match.
   std::sort(m.rules.begin(), m.rules.end());
+}
+
+bool KernelRules::harmless_matches(const KernelHarmless& h, std::string_view message) const {
+  const re2::StringPiece text(message.data(), message.size());
+  for (size_t i = h.first_pattern; i < h.first_pattern + h.patterns && i < harmless_.size(); ++i) {
+    if (RE2::PartialMatch(text, *harmless_[i].re)) return true;
+  }
+  return false;
 }
 
 const XidInfo& KernelRules::xid(int64_t code, bool& known) const {

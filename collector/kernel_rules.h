@@ -22,6 +22,8 @@ namespace triage::collector {
 
 // The event kinds of docs/protocol.md that kernel rules may produce.
 bool is_kernel_event_kind(std::string_view kind);
+// All of them, in the order docs/protocol.md lists them.
+std::vector<std::string_view> kernel_event_kinds();
 // The actions a catalog may attach (docs/protocol.md).
 bool is_event_action(std::string_view action);
 
@@ -45,10 +47,19 @@ enum class RecordBody {
 
 enum class CatalogRef { kNone, kXid, kRasUe, kRasCe, kRasDe };
 
+// A real kernel line a rule's section says it must (`example`) or must not (`counter-example`)
+// make an event of; `rules check` runs each through the classifier (kernel_rule_examples.h).
+struct KernelExample {
+  std::string text;
+  int line = 0;
+};
+
 struct KernelRule {
   std::string id;
   std::string file;
   int line = 0;
+  std::vector<KernelExample> examples;
+  std::vector<KernelExample> counter_examples;
   std::string kind;
   Severity severity = Severity::kWarning;
   std::string action = "none";
@@ -74,6 +85,16 @@ struct KernelRule {
   std::vector<size_t> refined_by;  // indexes of the rules refining this one, in load order
 
   bool is_refiner() const { return !refines.empty(); }
+};
+
+// A [kernel-harmless] section as written: its patterns are in KernelRules' harmless list.
+struct KernelHarmless {
+  std::string id;
+  std::string file;
+  int line = 0;
+  size_t first_pattern = 0;  // index of its first pattern in the harmless list
+  size_t patterns = 0;
+  std::vector<KernelExample> examples;  // real lines it must silence
 };
 
 struct XidInfo {
@@ -107,6 +128,9 @@ class KernelRules {
   bool opens(size_t i, std::string_view message, Emit&& emit) const;
 
   const std::vector<KernelRule>& rules() const { return rules_; }
+  const std::vector<KernelHarmless>& harmless_sections() const { return harmless_sections_; }
+  // Whether a pattern of harmless section `h` matches the message.
+  bool harmless_matches(const KernelHarmless& h, std::string_view message) const;
   const XidInfo& xid(int64_t code, bool& known) const;
   const RasBlockInfo& ras(std::string_view block, bool& known) const;
   // The Slurm job (and step, when printed) a cgroup path belongs to.
@@ -120,6 +144,7 @@ class KernelRules {
 
   std::vector<KernelRule> rules_;
   std::vector<RulePattern> harmless_;
+  std::vector<KernelHarmless> harmless_sections_;
   std::unique_ptr<RE2::Set> set_;
   // Set index -> rule index, or -1 for a harmless pattern.
   std::vector<int> set_owner_;

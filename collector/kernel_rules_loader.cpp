@@ -72,13 +72,17 @@ class KernelRulesBuilder {
                         {"fold", false},
                         {"catalog", false},
                         {"refines", true},
-                        {"match", true}})) {
+                        {"match", true},
+                        {"example", true},
+                        {"counter-example", true}})) {
       return;
     }
     KernelRule r;
     r.id = s.id;
     r.file = s.file;
     r.line = s.line;
+    r.examples = examples(s, "example");
+    r.counter_examples = examples(s, "counter-example");
     for (const auto* e : s.all("refines")) {
       for (const auto id : split(e->value, ' ')) {
         if (!trim(id).empty()) r.refines.emplace_back(trim(id));
@@ -133,9 +137,17 @@ class KernelRulesBuilder {
   }
 
   void add_harmless(const RuleSection& s) {
-    if (!check_keys(s, {{"pattern", true}, {"why", false}})) return;
+    if (!check_keys(s, {{"pattern", true}, {"why", false}, {"example", true}})) return;
     if (s.all("pattern").empty()) return fail(s, "a kernel-harmless section needs a 'pattern'");
-    compile_all(s, "pattern", rules_->harmless_);
+    KernelHarmless h;
+    h.id = s.id;
+    h.file = s.file;
+    h.line = s.line;
+    h.first_pattern = rules_->harmless_.size();
+    h.examples = examples(s, "example");
+    if (!compile_all(s, "pattern", rules_->harmless_)) return;
+    h.patterns = rules_->harmless_.size() - h.first_pattern;
+    rules_->harmless_sections_.push_back(std::move(h));
   }
 
   void add_xid(const RuleSection& s) {
@@ -254,6 +266,19 @@ class KernelRulesBuilder {
     errors_.push_back(s.error(e, m));
   }
   void fail(const RuleSection& s, const std::string& m) { errors_.push_back(s.error(m)); }
+
+  // The section's `key` lines as examples; an empty one is an error, since it would check nothing.
+  std::vector<KernelExample> examples(const RuleSection& s, const char* key) {
+    std::vector<KernelExample> out;
+    for (const auto* e : s.all(key)) {
+      if (e->value.empty()) {
+        fail(s, *e, "expected a kernel log line");
+      } else {
+        out.push_back({e->value, e->line});
+      }
+    }
+    return out;
+  }
 
   bool check_keys(const RuleSection& s, std::initializer_list<KeySpec> allowed) {
     bool ok = true;

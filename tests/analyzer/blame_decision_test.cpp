@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/rules_file.h"
 #include "test_support.h"
 
 namespace triage {
@@ -57,19 +58,86 @@ TEST(DecideBlame, AJobThatCompletedOrRunsBlamesNobody) {
   EXPECT_EQ(blame_summary(t, decide_blame(t, cat())), "");
 }
 
-TEST(DecideBlame, AFileNotFoundErrorIsTheUsersCodeOnTheLogsWord) {
+TEST(DecideBlame, AnExceptionIsTheUsersCodeOnTheLogsWord) {
+  Triage t = failed_with("python-exception", "Unhandled Python exception");
+  t.evidence = {log_line(200, "Traceback (most recent call last):"),
+                log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'")};
+  t.evidence.back().traceback_line = 200;
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kUserCode);
+  EXPECT_FALSE(v.trusted);
+  EXPECT_EQ(v.basis, "log line 212: TypeError: unsupported operand type(s) for +: 'int' and 'str'");
+  EXPECT_EQ(blame_summary(t, v),
+            "Your code: TypeError: unsupported operand type(s) for +: 'int' and 'str'.");
+}
+
+// The class's `blame-when`: a missing file is a path the job was given (a data or config path).
+TEST(DecideBlame, AFileNotFoundErrorIsAPathTheJobWasGiven) {
   Triage t = failed_with("python-exception", "Unhandled Python exception");
   t.evidence = {log_line(200, "Traceback (most recent call last):"),
                 log_line(212, "FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'")};
   t.evidence.back().traceback_line = 200;
   const BlameVerdict v = decide_blame(t, cat());
   ASSERT_TRUE(v.blame);
-  EXPECT_EQ(*v.blame, Blame::kUserCode);
+  EXPECT_EQ(*v.blame, Blame::kUserConfig);
   EXPECT_FALSE(v.trusted);
   EXPECT_EQ(v.basis,
             "log line 212: FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'");
   EXPECT_EQ(blame_summary(t, v),
-            "Your code: FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'.");
+            "Your job's settings: Unhandled Python exception (FileNotFoundError: [Errno 2] No "
+            "such file or directory: 'x.bin').");
+}
+
+TEST(DecideBlame, BrokenHardwareDoesNotExcuseAPathThatDoesNotExist) {
+  Triage t = failed_with("python-exception", "Unhandled Python exception");
+  t.evidence = {log_line(212, "FileNotFoundError: [Errno 2] No such file or directory: 'x.bin'")};
+  t.nodes = {node("gpu-a017", "drain-recommended", "Xid 79")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUserConfig);
+  t.evidence = {log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kPlatform);
+}
+
+TEST(DecideBlame, RaysMemoryMonitorKillingATaskNamesNobody) {
+  Triage t = failed_with("oom-host", "Host out of memory");
+  t.evidence = {log_line(
+      3,
+      "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUnknown);
+  t.evidence = {log_line(3, "srun: error: nid001277: tasks 1-3: Out Of Memory")};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUserConfig);
+}
+
+TEST(DecideBlame, TrustedNodeEvidenceComesBeforeTheLogsWords) {
+  Triage t = failed_with("oom-host", "Host out of memory");
+  t.evidence = {log_line(3, "Worker exit type: NODE_OUT_OF_MEMORY"),
+                kernel_oom("node3", "CONSTRAINT_MEMCG")};
+  const BlameVerdict v = decide_blame(t, cat());
+  EXPECT_EQ(*v.blame, Blame::kUserConfig);
+  EXPECT_TRUE(v.trusted);
+}
+
+TEST(DecideBlame, TheFirstBlameWhenThatMatchesWins) {
+  std::vector<InputError> errors;
+  const SignatureCatalog site = SignatureCatalog::from_sections(
+      parse_rules_text("[signature import-fail]\n"
+                       "pattern = Traceback \\(most recent call last\\)\n"
+                       "blame = user-code\n"
+                       "blame-when = user-config No module named 'site_\n"
+                       "blame-when = platform No module named\n"
+                       "explain = x\n",
+                       "site.rules")
+          .sections,
+      errors);
+  ASSERT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].what());
+  Triage t = failed_with("import-fail", "import");
+  t.evidence = {log_line(1, "Traceback (most recent call last):"),
+                log_line(9, "ModuleNotFoundError: No module named 'site_tools'")};
+  EXPECT_EQ(*decide_blame(t, site).blame, Blame::kUserConfig);
+  t.evidence.back().text = "ModuleNotFoundError: No module named 'torch'";
+  EXPECT_EQ(*decide_blame(t, site).blame, Blame::kPlatform);
+  t.evidence.pop_back();
+  EXPECT_EQ(*decide_blame(t, site).blame, Blame::kUserCode);
 }
 
 TEST(DecideBlame, AnNcclTimeoutWithAGpuOffTheBusOnNode3IsThePlatforms) {

@@ -229,6 +229,20 @@ TEST(Cli, RulesCheckAndList) {
   EXPECT_NE(list.out.find("scancel-cascade"), std::string::npos);
 }
 
+TEST(Cli, RulesCheckRunsTheKernelRulesExamplesToo) {
+  test::ScratchDir d("rules");
+  test::write_file(d / "site.rules",
+                   "[kernel-rule beegfs-down]\nkind = nfs-timeout\n"
+                   "pattern = ^beegfs: .*Communication error with\n"
+                   "example = beegfs: connection to meta01 restored\n");
+  const auto bad = run_cli({"rules", "check", d.str()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("site.rules:4: [kernel-rule beegfs-down]: example: no event of this "
+                         "rule: it opens no event"),
+            std::string::npos)
+      << bad.out;
+}
+
 TEST(Cli, RulesCheckRejectsASiteClassClaimingAnExitCodeAnotherClassHas) {
   test::ScratchDir d("rules");
   test::write_file(d / "site.rules",

@@ -119,6 +119,26 @@ TEST(LogScanner, KnownHarmlessLinesAreCountedNotReported) {
   EXPECT_EQ(harmless, 2u);
 }
 
+// [harmless killall-found-nothing] is two lines long: srun's exit code 1 is harmless only right
+// after killall said it found nothing to kill.
+TEST(LogScanner, AHarmlessShapeTwoLinesLongNeedsItsFirstLine) {
+  const std::string killall_then_exit =
+      "picongpu: Kein Prozess abgebrochen\n"
+      "srun: error: taurusi2031: tasks 10-11: Exited with exit code 1\n";
+  EXPECT_EQ(matches(test::scan_text(killall_then_exit), "subprocess-fail").count, 0u);
+  const std::string exit_alone = "srun: error: taurusi2031: tasks 10-11: Exited with exit code 1\n";
+  EXPECT_EQ(matches(test::scan_text(exit_alone), "subprocess-fail").count, 1u);
+  const std::string other_line_before =
+      "picongpu: no process found\n"
+      "step 100 loss 2.31\n"
+      "srun: error: taurusi2031: tasks 10-11: Exited with exit code 1\n";
+  EXPECT_EQ(matches(test::scan_text(other_line_before), "subprocess-fail").count, 1u);
+  const std::string labelled =
+      "10: picongpu: no process found\n"
+      "srun: error: taurusi2031: tasks 10-11: Exited with exit code 1\n";
+  EXPECT_EQ(matches(test::scan_text(labelled), "subprocess-fail").count, 0u);
+}
+
 TEST(LogScanner, KeepsTheHeadAndTheTail) {
   std::string log;
   for (int i = 1; i <= 1000; ++i)

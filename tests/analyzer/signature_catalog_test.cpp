@@ -163,6 +163,29 @@ TEST(SignatureCatalog, ReportsProblemsWithFileAndLine) {
       << msgs[4];
 }
 
+TEST(SignatureCatalog, ABlameWhenOrATwoLineHarmlessShapeWrittenWrongIsNamed) {
+  const auto errors = load_errors(
+      "[signature x]\n"
+      "pattern = a long enough phrase\n"
+      "blame-when = somebody else's phrase\n"  // line 3: not a blame
+      "blame-when = platform (unclosed\n"      // line 4
+      "explain = x\n"
+      "[harmless two-lines]\n"
+      "pattern = a long enough phrase\n"
+      "after = ^killall\n");  // no example-before: the section (line 6) is named
+  std::vector<std::string> msgs;
+  msgs.reserve(errors.size());
+  for (const auto& e : errors)
+    msgs.push_back(e.what());
+  ASSERT_EQ(msgs.size(), 3u) << ::testing::PrintToString(msgs);
+  EXPECT_NE(msgs[0].find("site.rules:3: blame-when: expected 'BLAME PATTERN'"), std::string::npos)
+      << msgs[0];
+  EXPECT_NE(msgs[1].find("site.rules:4: blame-when: does not compile"), std::string::npos)
+      << msgs[1];
+  EXPECT_NE(msgs[2].find("site.rules:6: [harmless two-lines]"), std::string::npos) << msgs[2];
+  EXPECT_NE(msgs[2].find("'after' and 'example-before' go together"), std::string::npos) << msgs[2];
+}
+
 TEST(SignatureCatalog, TheShippedClassesPlayTheRolesTheDiagnosisLooksUp) {
   const auto& cat = test::shipped_catalog();
   EXPECT_EQ(cat.derived_class(Derivation::kStall)->id, "hang");

@@ -43,27 +43,12 @@ TEST(KernelRules, TheShippedCatalogsLoadCleanly) {
 }
 
 TEST(KernelRules, EveryKindOfTheVocabularyHasARule) {
+  // The vocabulary itself, not a copy of it: a kind added to docs/protocol.md's list without a
+  // rule that produces it fails here.
   const auto rules = testing::shipped_rules();
-  for (const char* kind : {"oom-kill",
-                           "gpu-ras-uncorrectable",
-                           "gpu-ras-correctable",
-                           "gpu-hardware-error",
-                           "gpu-ring-timeout",
-                           "gpu-reset",
-                           "gpu-page-fault",
-                           "gpu-init-failure",
-                           "gpu-driver-oops",
-                           "nvidia-xid",
-                           "gpu-fallen-off-bus",
-                           "hung-task",
-                           "soft-lockup",
-                           "rcu-stall",
-                           "mce",
-                           "pcie-aer",
-                           "nfs-timeout",
-                           "lustre-error",
-                           "link-down",
-                           "nic-init-failure"}) {
+  const std::vector<std::string_view> kinds = kernel_event_kinds();
+  ASSERT_FALSE(kinds.empty());
+  for (const std::string_view kind : kinds) {
     bool found = false;
     for (const auto& r : rules->rules())
       found |= r.kind == kind;
