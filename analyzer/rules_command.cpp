@@ -11,6 +11,7 @@
 #include "analyzer/tsdb/playbook_table.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/kernel_rule_examples.h"
+#include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/rules_file.h"
 
@@ -186,32 +187,25 @@ int show(const std::string& class_id, const std::vector<std::string>& dirs) {
 }
 
 int run_rules(int argc, char** argv) {
-  if (argc < 2) {
-    (void)std::fputs(kHelp, stderr);
-    return 2;
-  }
-  const std::string sub = argv[1];
-  if (sub == "-h" || sub == "--help") {
+  ArgCursor args(argc, argv);
+  if (!args.next()) throw UsageError("give a subcommand: check, list or show");
+  if (args.is_help()) {
     (void)std::fputs(kHelp, stdout);
     return 0;
   }
+  const std::string sub = args.arg();
   std::vector<std::string> dirs;
   std::string class_id;  // `show`'s first operand
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
+  while (args.next()) {
+    const std::string& a = args.arg();
+    if (args.is_help()) {
       (void)std::fputs(kHelp, stdout);
       return 0;
     }
     if (a == "--rules") {
-      if (i + 1 >= argc) {
-        (void)std::fprintf(stderr, "slurm-triage rules: --rules needs a directory\n");
-        return 2;
-      }
-      dirs.emplace_back(argv[++i]);
-    } else if (!a.empty() && a[0] == '-') {
-      (void)std::fprintf(stderr, "slurm-triage rules: unknown option %s\n", a.c_str());
-      return 2;
+      dirs.push_back(args.value());
+    } else if (args.is_option()) {
+      throw UsageError("unknown option " + a);
     } else if (sub == "show" && class_id.empty()) {
       class_id = a;
     } else {
@@ -221,9 +215,7 @@ int run_rules(int argc, char** argv) {
   if (sub == "check") return check(dirs);
   if (sub == "list") return list(dirs);
   if (sub == "show") return show(class_id, dirs);
-  (void)std::fprintf(stderr, "slurm-triage rules: unknown subcommand '%s'\n\n%s", sub.c_str(),
-                     kHelp);
-  return 2;
+  throw UsageError("unknown subcommand '" + sub + "'");
 }
 
 }  // namespace
