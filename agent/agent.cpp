@@ -30,6 +30,13 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
           },
           JobEndPipeline::KernelReader{[this] { return feeds_.kernel_status(); },
                                        [this] { feeds_.kernel_look_again(); }}),
+      comments_({parse_comment_field(cfg_.accounting_comment).value_or(CommentField::kNone),
+                 cfg_.spool_dir},
+                loop_, workers_,
+                slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms))),
+      requeue_(loop_, workers_, comments_,
+               slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
+               [this] { return suspects_in(history_.records()); }),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
@@ -45,6 +52,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
   node_.set_on_change([this] { health_.schedule(); });
   pipeline_.set_on_outcome(
       [this](const OutcomeRecord& r) { (void)history_.add(r, now_usec() / 1000000); });
+  pipeline_.set_on_analysed([this](AnalysedJob a) { requeue_.on_analysed(std::move(a)); });
 }
 
 Agent::~Agent() {
@@ -56,6 +64,7 @@ Agent::~Agent() {
   feeds_.shut_down();
   workers_.stop();
   pipeline_.kill_all();
+  requeue_.kill_all();
 }
 
 void Agent::start() {
@@ -68,6 +77,7 @@ void Agent::start() {
                  cfg_.slurm_user);
   node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root) : opts_.boot_id);
   history_.open(now_usec() / 1000000);
+  comments_.open();
 
   socket_.open();
   http_.open();
@@ -133,6 +143,7 @@ void Agent::stop() {
     socket_.stop();
     http_.stop();
     pipeline_.kill_all();
+    requeue_.kill_all();
   });
   loop_.stop();
 }

@@ -13,6 +13,8 @@
 //   JobEndPipeline   job_end_pipeline.h  job end -> evidence -> analysis -> summary
 //   DrainController  drain_controller.h  node health -> drain recommendation / auto-drain
 //   OutcomeHistory   outcome_history.h   the outcomes of the jobs this node ran (/v1/history)
+//   AccountingComments accounting_comment.h  the job's summary in Slurm's accounting, retried
+//   JobRequeue       job_requeue.h       after an analysis: the summary and --triage-requeue
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -28,12 +30,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/accounting_comment.h"
 #include "agent/callers.h"
 #include "agent/config.h"
 #include "agent/drain_controller.h"
 #include "agent/event_loop.h"
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
+#include "agent/job_requeue.h"
 #include "agent/kernel_ingest.h"
 #include "agent/node_feeds.h"
 #include "agent/node_state.h"
@@ -119,6 +123,8 @@ class Agent {
   DrainController health_;
   OutcomeHistory history_;
   JobEndPipeline pipeline_;
+  AccountingComments comments_;
+  JobRequeue requeue_;
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;
