@@ -34,9 +34,10 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
                  cfg_.spool_dir},
                 loop_, workers_,
                 slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms))),
-      requeue_(loop_, workers_, comments_,
-               slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
-               [this] { return suspects_in(history_.records()); }),
+      requeue_(
+          loop_, workers_, comments_,
+          slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
+          [this] { return suspects_in(history_.records()); }, cfg_.spool_dir),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
@@ -78,6 +79,7 @@ void Agent::start() {
   node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root) : opts_.boot_id);
   history_.open(now_usec() / 1000000);
   comments_.open();
+  requeue_.open();
 
   socket_.open();
   http_.open();

@@ -1,5 +1,9 @@
 #include "agent/job_requeue.h"
 
+#include <cerrno>
+#include <charconv>
+#include <system_error>
+
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +13,7 @@
 #include "common/hostlist.h"
 #include "common/model.h"
 #include "common/report_names.h"
+#include "common/safe_io.h"
 
 namespace triage::agent {
 
@@ -65,14 +70,99 @@ RequeueNote note_of(const RequeueFacts& f, const RequeueDecision& d, int attempt
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kHeldFile = "requeue-held.json";
+
+}  // namespace
+
 JobRequeue::JobRequeue(EventLoop& loop, WorkerPool& workers, AccountingComments& comments,
-                       SlurmCommandRunner run, Suspects suspects)
+                       SlurmCommandRunner run, Suspects suspects, std::string state_dir)
     : loop_(loop),
       workers_(workers),
       comments_(comments),
       run_(std::move(run)),
       suspects_(std::move(suspects)),
+      state_dir_(std::move(state_dir)),
       reports_(loop) {}
+
+void JobRequeue::open() {
+  nlohmann::json held;
+  try {
+    UniqueFd dir = open_dir(state_dir_);
+    UniqueFd f = open_regular_file_at(dir.get(), kHeldFile, true);
+    held = nlohmann::json::parse(read_fd_limited(f.get(), size_t{1} << 20));
+  } catch (const std::system_error& e) {
+    if (e.code().value() != ENOENT) spdlog::warn("requeue: {}", e.what());
+    return;
+  } catch (const std::exception& e) {
+    spdlog::warn("requeue: {}/{} is unusable ({}); set aside", state_dir_, kHeldFile, e.what());
+    return;
+  }
+  if (!held.is_object()) return;
+  for (const auto& [id, exclusions] : held.items()) {
+    uint64_t job_id = 0;
+    const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), job_id);
+    if (ec != std::errc() || end != id.data() + id.size() || job_id == 0 ||
+        !exclusions.is_string()) {
+      continue;
+    }
+    held_[job_id] = exclusions.get<std::string>();
+  }
+  for (const auto& [job_id, exclusions] : held_)
+    finish_interrupted(job_id, exclusions);
+}
+
+// A requeue the agent held but did not release before it stopped: released once Slurm shows the
+// job pending with the exclusion in place, else left held and said so.
+void JobRequeue::finish_interrupted(uint64_t job_id, const std::string& exclusions) {
+  (void)workers_.submit([this, job_id, exclusions] {
+    const SlurmCommandResult show = run_(show_job_argv(job_id));
+    const std::optional<ShownJob> j = show.ok ? parse_show_job(show.out) : std::nullopt;
+    bool covered = j && j->state == "PENDING";
+    try {
+      covered = covered && merge_exclusions(j->excluded, expand_hostlist(exclusions)) ==
+                               merge_exclusions(j->excluded, {});
+    } catch (const InputError&) {
+      covered = false;
+    }
+    const SlurmCommandResult released =
+        covered ? run_(release_argv(job_id)) : SlurmCommandResult{false, "", ""};
+    loop_.post([this, job_id, covered, released, exclusions] {
+      if (covered && released.ok) {
+        spdlog::info("job {}: released: its requeue (excluding {}) was interrupted by a restart",
+                     job_id, exclusions);
+      } else {
+        spdlog::error(
+            "job {}: a requeue interrupted by a restart left it held; Slurm does not "
+            "show it pending with {} excluded{}: `scontrol release {}` lets it run",
+            job_id, exclusions, released.error.empty() ? "" : " (" + released.error + ")", job_id);
+      }
+      unmark_held(job_id);
+    });
+  });
+}
+
+void JobRequeue::mark_held(uint64_t job_id, const std::string& exclusions) {
+  held_[job_id] = exclusions;
+  save_held();
+}
+
+void JobRequeue::unmark_held(uint64_t job_id) {
+  if (held_.erase(job_id) != 0) save_held();
+}
+
+void JobRequeue::save_held() {
+  nlohmann::json held = nlohmann::json::object();
+  for (const auto& [id, exclusions] : held_)
+    held[std::to_string(id)] = exclusions;
+  try {
+    UniqueFd dir = open_dir(state_dir_);
+    atomic_write_at(dir.get(), kHeldFile, held.dump() + "\n", 0600);
+  } catch (const std::exception& e) {
+    spdlog::error("requeue: {} not durable: {}", kHeldFile, e.what());
+  }
+}
 
 void JobRequeue::on_analysed(AnalysedJob a) {
   const uint64_t id = a.facts.job_id;
@@ -145,6 +235,7 @@ void JobRequeue::carry_out(const JobPtr& job) {
   }
   const bool comment = comments_.enabled();
   const CommentField field = comments_.field();
+  mark_held(id, exclusions);
   const bool submitted = workers_.submit([this, job, id, summary, exclusions, comment, field] {
     CommentWrite written{CommentWriteState::kUnchanged, "AccountingComment=none"};
     if (comment) written = write_accounting_comment(run_, field, id, summary);
@@ -159,6 +250,7 @@ void JobRequeue::carry_out(const JobPtr& job) {
     });
   });
   if (!submitted) {
+    unmark_held(id);
     job->decision.outcome = RequeueOutcome::kRefuse;
     job->decision.reason += "; but the agent is stopping, so the job is left as it is";
     finish(job, false);
@@ -169,6 +261,7 @@ void JobRequeue::held(const JobPtr& job, const SlurmCommandResult& hold,
                       const SlurmCommandResult& exclude, const CommentWrite& /*comment*/) {
   const uint64_t id = job->a.facts.job_id;
   RequeueDecision& d = job->decision;
+  if (!hold.ok || !exclude.ok) unmark_held(id);
   if (!hold.ok) {
     d.outcome = RequeueOutcome::kRefuse;
     d.reason += "; but Slurm refused the requeue (" + hold.error + "), so the job is left as it is";
@@ -197,6 +290,7 @@ void JobRequeue::release(const JobPtr& job) {
   const bool submitted = workers_.submit([this, job, id] {
     const SlurmCommandResult r = run_(release_argv(id));
     loop_.post([this, job, r, id] {
+      unmark_held(id);
       if (!r.ok) {
         ++stats_.release_failures;
         spdlog::error(

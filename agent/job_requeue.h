@@ -11,7 +11,9 @@
 // the next attempt's report does not replace. All of it happens before the release, because the
 // next attempt truncates the job's output file when it starts (the hold keeps it from starting).
 // The summary is written before the hold: sacctmgr changes a job's latest accounting record, which
-// after the requeue is the next attempt's.
+// after the requeue is the next attempt's. A job between its hold and its release is listed in
+// SpoolDir/requeue-held.json: an agent that stopped there releases it when it starts again, once
+// Slurm shows the exclusion in place (otherwise it stays held and the log says so).
 //
 // Loop thread only; the Slurm commands run on a worker.
 #pragma once
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -67,12 +70,16 @@ class JobRequeue {
     uint64_t release_failures = 0;
   };
 
+  // `state_dir`: where requeue-held.json is kept (the spool directory).
   JobRequeue(EventLoop& loop, WorkerPool& workers, AccountingComments& comments,
-             SlurmCommandRunner run, Suspects suspects);
+             SlurmCommandRunner run, Suspects suspects, std::string state_dir);
   JobRequeue(const JobRequeue&) = delete;
   JobRequeue& operator=(const JobRequeue&) = delete;
 
   void set_on_result(OnResult on_result) { on_result_ = std::move(on_result); }
+
+  // Finishes the requeues a previous run left between hold and release.
+  void open();
 
   // The pipeline's hand-over (JobEndPipeline::set_on_analysed).
   void on_analysed(AnalysedJob job);
@@ -94,6 +101,10 @@ class JobRequeue {
   void release(const JobPtr& job);
   void finish(const JobPtr& job, bool requeued);
   void step(const JobPtr& job, const std::vector<std::string>& argv, const SlurmCommandResult& r);
+  void mark_held(uint64_t job_id, const std::string& exclusions);
+  void unmark_held(uint64_t job_id);
+  void save_held();
+  void finish_interrupted(uint64_t job_id, const std::string& exclusions);
 
   EventLoop& loop_;
   WorkerPool& workers_;
@@ -101,7 +112,9 @@ class JobRequeue {
   SlurmCommandRunner run_;
   Suspects suspects_;
   OnResult on_result_;
+  std::string state_dir_;
   AnalysisRunner reports_;
+  std::map<uint64_t, std::string> held_;  // job -> the exclusions it is to be released with
   size_t in_flight_ = 0;
   Stats stats_;
 };

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -69,8 +70,9 @@ class JobRequeueTest : public ::testing::Test {
     comments_ = std::make_unique<AccountingComments>(
         AccountingComments::Options{CommentField::kAdminComment, dir_.path()}, loop_, workers_,
         slurm_.runner());
-    requeue_ = std::make_unique<JobRequeue>(loop_, workers_, *comments_, slurm_.runner(),
-                                            [] { return std::set<std::string>{}; });
+    requeue_ = std::make_unique<JobRequeue>(
+        loop_, workers_, *comments_, slurm_.runner(), [] { return std::set<std::string>{}; },
+        dir_.path());
     requeue_->set_on_result([this](const JobRequeue::Result& r) { result_.set_value(r); });
     runner_ = std::thread([this] { loop_.run(); });
   }
@@ -188,6 +190,29 @@ TEST_F(JobRequeueTest, WithoutTheAdminsRequeueAllowItIsRefusedBeforeAnyCommand) 
   EXPECT_EQ(slurm_.calls().front(), "scontrol -o show job 77");
   for (const std::string& call : slurm_.calls())
     EXPECT_EQ(call.find("requeuehold"), std::string::npos) << call;
+}
+
+TEST_F(JobRequeueTest, NoJobIsLeftListedAsHeldOnceItsRequeueEnds) {
+  (void)run(xid_job(true));
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir_ / "requeue-held.json")),
+            nlohmann::json::object());
+}
+
+TEST_F(JobRequeueTest, ARequeueARestartInterruptedIsReleasedOnceTheExclusionIsInPlace) {
+  testing::write_file(dir_ / "requeue-held.json", R"({"77": "gpu-a017", "78": "gpu-b001"})");
+  slurm_.show_job =
+      "JobId=77 JobState=PENDING Reason=JobHeldUser Requeue=1 Restarts=1 BatchFlag=1 "
+      "ExcNodeList=gpu-a[016-017]\n";
+  loop_.post([this] { requeue_->open(); });
+  for (int i = 0; i < 200; ++i) {
+    if (testing::read_file(dir_ / "requeue-held.json") == "{}\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(testing::read_file(dir_ / "requeue-held.json"), "{}\n");
+  const std::vector<std::string> calls = slurm_.calls();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "scontrol release 77"), calls.end());
+  EXPECT_EQ(std::find(calls.begin(), calls.end(), "scontrol release 78"), calls.end())
+      << "the job the scripted Slurm shows is 77's: 78 has no gpu-b001 excluded and stays held";
 }
 
 }  // namespace
