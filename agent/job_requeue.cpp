@@ -196,7 +196,11 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<ShownJob>& shown)
   f.cls = a.record.cls.value_or("");
   f.implicated = a.record.implicated;
   f.job_nodes = a.record.nodes();
-  if (suspects_) f.suspects = suspects_();
+  // Ranking the history costs a walk over it: only where a suspect could change the decision.
+  if (suspects_ && failed(f.status) &&
+      (f.blame == "platform" || f.blame == "unknown" || f.blame.empty())) {
+    f.suspects = suspects_();
+  }
   job->excluded_now = shown ? shown->excluded : "";
   job->attempt = f.restarts;
   job->decision = decide_requeue(f);

@@ -3,6 +3,8 @@
 // sacct/sacctmgr, and how the job record takes the user's and the admin's choices.
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "agent/slurm_commands.h"
 #include "common/error.h"
 #include "common/report_names.h"
+#include "tests/agent/history_fixture.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {
@@ -207,6 +210,20 @@ TEST(RequeueSummary, ClassBlameAndTheImplicatedNodesOfTheRecord) {
   OutcomeRecord ok;
   ok.status = "completed";
   EXPECT_EQ(compose_triage_summary(summary_of(ok, "")), "triage=completed;blame=none;nodes=");
+}
+
+TEST(RequeueSuspects, TheLemonIsASuspectInTheHistoryOfANodeItSharedJobsWith) {
+  const testing::HistorySpec spec;
+  const auto by_node = testing::histories_by_node(testing::generate_history(spec), 10000);
+  // The busy healthy node's own history: every job it ran, the lemon's among them.
+  std::deque<OutcomeRecord> history;
+  for (const nlohmann::json& r : by_node.at(spec.busy))
+    history.push_back(outcome_from_json(r));
+  const std::set<std::string> suspects = suspects_in(history);
+  EXPECT_EQ(suspects.count(spec.lemon), 1u);
+  EXPECT_EQ(suspects.count(spec.busy), 0u) << "running many jobs makes no suspect";
+  EXPECT_EQ(suspects.count(spec.careless), 0u) << "user-code failures never count";
+  EXPECT_TRUE(suspects_in({}).empty());
 }
 
 // sacct and sacctmgr as a test scripts them: each call is recorded, answers come in order.
