@@ -30,6 +30,14 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
           },
           JobEndPipeline::KernelReader{[this] { return feeds_.kernel_status(); },
                                        [this] { feeds_.kernel_look_again(); }}),
+      comments_({parse_comment_field(cfg_.accounting_comment).value_or(CommentField::kNone),
+                 cfg_.spool_dir},
+                loop_, workers_,
+                slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms))),
+      requeue_(
+          loop_, workers_, comments_,
+          slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
+          [this] { return suspects_in(history_.records()); }, cfg_.spool_dir),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
@@ -52,6 +60,11 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     fleet_.count_outcome(r);
     (void)history_.add(r, now_usec() / 1000000);
   });
+  pipeline_.set_on_analysed([this](AnalysedJob a) { requeue_.on_analysed(std::move(a)); });
+  requeue_.set_on_result([this](const JobRequeue::Result& r) {
+    if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
+      fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
+  });
 }
 
 Agent::~Agent() {
@@ -63,6 +76,7 @@ Agent::~Agent() {
   feeds_.shut_down();
   workers_.stop();
   pipeline_.kill_all();
+  requeue_.kill_all();
 }
 
 void Agent::start() {
@@ -75,6 +89,8 @@ void Agent::start() {
                  cfg_.slurm_user);
   node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root) : opts_.boot_id);
   history_.open(now_usec() / 1000000);
+  comments_.open();
+  requeue_.open();
 
   socket_.open();
   http_.open();
@@ -140,6 +156,7 @@ void Agent::stop() {
     socket_.stop();
     http_.stop();
     pipeline_.kill_all();
+    requeue_.kill_all();
   });
   loop_.stop();
 }

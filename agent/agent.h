@@ -14,6 +14,8 @@
 //   DrainController  drain_controller.h  node health -> drain recommendation / auto-drain
 //   OutcomeHistory   outcome_history.h   the outcomes of the jobs this node ran (/v1/history)
 //   FleetMetrics     fleet_metrics.h     outcome, requeue and drain families of /metrics
+//   AccountingComments accounting_comment.h  the job's summary in Slurm's accounting, retried
+//   JobRequeue       job_requeue.h       after an analysis: the summary and --triage-requeue
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -29,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/accounting_comment.h"
 #include "agent/callers.h"
 #include "agent/config.h"
 #include "agent/drain_controller.h"
@@ -36,6 +39,7 @@
 #include "agent/fleet_metrics.h"
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
+#include "agent/job_requeue.h"
 #include "agent/kernel_ingest.h"
 #include "agent/node_feeds.h"
 #include "agent/node_state.h"
@@ -122,6 +126,8 @@ class Agent {
   OutcomeHistory history_;
   FleetMetrics fleet_;
   JobEndPipeline pipeline_;
+  AccountingComments comments_;
+  JobRequeue requeue_;
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;

@@ -93,6 +93,8 @@ AgentConfig map_config(const KvConfig& kv) {
   c.evidence_settle_ms = kv.get_seconds("EvidenceSettleDelay") * 1000;
   c.peer_fetch_timeout_ms = kv.get_seconds("PeerFetchTimeout") * 1000;
   c.attribution_grace_sec = kv.get_seconds("AttributionGrace");
+  c.accounting_comment = to_lower(kv.get("AccountingComment"));
+  c.slurm_command_timeout_ms = kv.get_seconds("SlurmCommandTimeout") * 1000;
   c.hang_stall_min_sec = kv.get_seconds("HangStallMin");
   c.hang_stall_factor = kv.get_int("HangStallFactor");
   c.log_level = to_lower(kv.get("LogLevel"));
@@ -224,6 +226,15 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Time allowed for fetching evidence from the job's other nodes.", 1, 600),
       key("AttributionGrace", T::kDuration, "60s",
           "Node-wide hardware events this long after a job's end still belong to it.", 0, 3600),
+      choice("AccountingComment", "AdminComment", {"AdminComment", "Comment", "none"},
+             "The job field the analysis summary (triage=<class>;blame=...;nodes=...;report=...) "
+             "is merged into, through sacctmgr once the job has ended (other tools' text there is "
+             "kept); none: not written. Comment is stored only with "
+             "AccountingStoreFlags=job_comment."),
+      key("SlurmCommandTimeout", T::kDuration, "15s",
+          "Longest wait for each sacct, sacctmgr or scontrol call of the summary and of a "
+          "requeue (they run beside the job-end path, never in it).",
+          1, 600),
       key("HangStallMin", T::kDuration, std::to_string(kDefaultHangStallMinSeconds) + "s",
           "A running job is flagged as hung after no new step for max(HangStallFactor x its "
           "steady step time, this); checkpoint and evaluation lines and the longest gap it "

@@ -64,6 +64,10 @@ struct AgentConfig {
   int64_t peer_fetch_timeout_ms{};
   int64_t attribution_grace_sec{};
 
+  // AccountingComment: the job field the triage summary goes into (admincomment, comment, none).
+  std::string accounting_comment;
+  int64_t slurm_command_timeout_ms{};  // sacct, sacctmgr, scontrol for the summary and requeues
+
   int64_t hang_stall_min_sec{};  // the live stall rule (analyzer/stall_verdict.h)
   int64_t hang_stall_factor{};
 

@@ -13,6 +13,7 @@
 
 #include "agent/analysis_runner.h"
 #include "agent/job_table.h"
+#include "agent/outcome_record.h"
 #include "common/model.h"
 
 namespace triage::agent {
@@ -62,5 +63,16 @@ nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target
                                 const AnalysisOutcome& outcome,
                                 const std::vector<std::string>& unreachable, int64_t now_usec);
 nlohmann::json skipped_summary(uint64_t job_id, const std::string& why, int64_t now_usec);
+
+// A job whose analysis worked, as the job-end pipeline hands it on to what follows the analysis:
+// the summary in Slurm's accounting and the requeue decision (agent/job_requeue.h).
+struct AnalysedJob {
+  JobFacts facts;
+  OutcomeRecord record;          // class, blame, implicated nodes, status
+  std::string report_path;       // triage.md as the analyzer wrote it ("" when it did not say)
+  int requeue_max = 0;           // the job's --triage-requeue=N (0: not asked)
+  bool requeue_allowed = false;  // the plugstack's requeue=allow when the job registered
+  AnalysisRequest request;       // the analysis as it ran, for a report pass with a requeue note
+};
 
 }  // namespace triage::agent

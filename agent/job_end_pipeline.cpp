@@ -275,6 +275,7 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
   req.output_max = cfg_.analysis_output_max;
   spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target,
                who->uid, ev.nodes.size(), unreachable.size());
+  if (on_analysed_) requests_[job_id] = req;
   analyses_.start(std::move(req),
                   [this, job_id, facts, target, unreachable](const AnalysisOutcome& o) {
                     done(job_id, facts, target, unreachable, o);
@@ -293,11 +294,33 @@ void JobEndPipeline::done(uint64_t job_id, const JobFacts& facts, const std::str
   }
   record_summary(job_id, std::move(s));
   const auto bases = peer_bases_.find(job_id);
+  std::optional<OutcomeRecord> record;
   if (result == "ok" && bases != peer_bases_.end())
-    record_outcome(facts, outcome, bases->second, unreachable);
+    record = record_outcome(facts, outcome, bases->second, unreachable);
   if (bases != peer_bases_.end()) peer_bases_.erase(bases);
+  if (record) hand_on(facts, std::move(*record), outcome);
+  requests_.erase(job_id);
   in_pipeline_.erase(job_id);
   pump();
+}
+
+void JobEndPipeline::hand_on(const JobFacts& facts, OutcomeRecord record,
+                             const AnalysisOutcome& outcome) {
+  const auto req = requests_.find(facts.job_id);
+  const JobRecord* j = node_.job(facts.job_id);
+  if (!on_analysed_ || req == requests_.end() || j == nullptr) return;
+  AnalysedJob a;
+  a.facts = facts;
+  a.record = std::move(record);
+  const nlohmann::json triage = nlohmann::json::parse(outcome.out, nullptr, false);
+  if (triage.is_object()) {
+    const auto p = triage.find("report_path");
+    if (p != triage.end() && p->is_string()) a.report_path = p->get<std::string>();
+  }
+  a.requeue_max = j->requeue_max;
+  a.requeue_allowed = j->requeue_allowed;
+  a.request = std::move(req->second);
+  on_analysed_(std::move(a));
 }
 
 void JobEndPipeline::record_summary(uint64_t job_id, nlohmann::json summary) {
@@ -311,20 +334,20 @@ void JobEndPipeline::record_summary(uint64_t job_id, nlohmann::json summary) {
     recent_summaries_.pop_front();
 }
 
-void JobEndPipeline::record_outcome(const JobFacts& facts, const AnalysisOutcome& outcome,
-                                    const std::map<std::string, std::string>& peers,
-                                    const std::vector<std::string>& unreachable) {
+std::optional<OutcomeRecord> JobEndPipeline::record_outcome(
+    const JobFacts& facts, const AnalysisOutcome& outcome,
+    const std::map<std::string, std::string>& peers, const std::vector<std::string>& unreachable) {
   // --format json prints triage.json: the analyzer's answer is the record's source.
   const nlohmann::json triage = nlohmann::json::parse(outcome.out, nullptr, false);
   if (!triage.is_object()) {
     spdlog::warn("job {}: no outcome recorded: the analyzer's answer is not a JSON object",
                  facts.job_id);
-    return;
+    return std::nullopt;
   }
-  const OutcomeRecord record =
-      build_outcome_record(triage, facts, facts.gpus, now_usec() / 1000000);
+  OutcomeRecord record = build_outcome_record(triage, facts, facts.gpus, now_usec() / 1000000);
   if (on_outcome_) on_outcome_(record);
   push_outcome(record, peers, unreachable);
+  return record;
 }
 
 void JobEndPipeline::push_outcome(const OutcomeRecord& record,

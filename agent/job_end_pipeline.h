@@ -4,8 +4,9 @@
 // analyzer as the job's owner and keep a root-owned summary. When the analysis worked, the job's
 // outcome record (agent/outcome_record.h) goes into this node's history and is handed to every
 // other node of the job (POST /v1/history, on a worker: a peer that is down costs one attempt, a
-// log line and a count, never the job-end path). The decisions along the way are the plain
-// functions of agent/job_end.h.
+// log line and a count, never the job-end path), and the analysed job is handed on
+// (set_on_analysed: the accounting summary and the requeue, agent/job_requeue.h). The decisions
+// along the way are the plain functions of agent/job_end.h.
 //
 // Loop thread only; slurmctld, the peers and the passwd database are asked on a worker.
 #pragma once
@@ -24,6 +25,7 @@
 #include "agent/analysis_runner.h"
 #include "agent/config.h"
 #include "agent/event_loop.h"
+#include "agent/job_end.h"
 #include "agent/job_table.h"
 #include "agent/kernel_ingest.h"
 #include "agent/node_state.h"
@@ -51,6 +53,8 @@ class JobEndPipeline {
 
   // Keeps an outcome record in this node's history.
   using OnOutcome = std::function<void(const OutcomeRecord&)>;
+  // What follows a worked analysis on this node (the accounting summary, the requeue).
+  using OnAnalysed = std::function<void(AnalysedJob)>;
 
   struct Stats {
     std::map<std::string, uint64_t> analyses;  // result -> count
@@ -69,6 +73,7 @@ class JobEndPipeline {
   JobEndPipeline& operator=(const JobEndPipeline&) = delete;
 
   void set_on_outcome(OnOutcome on_outcome) { on_outcome_ = std::move(on_outcome); }
+  void set_on_analysed(OnAnalysed on_analysed) { on_analysed_ = std::move(on_analysed); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).
   void on_job_end(JobRecord& job);
@@ -94,9 +99,11 @@ class JobEndPipeline {
   void done(uint64_t job_id, const JobFacts& facts, const std::string& target,
             const std::vector<std::string>& unreachable, const AnalysisOutcome& outcome);
   void record_summary(uint64_t job_id, nlohmann::json summary);
-  void record_outcome(const JobFacts& facts, const AnalysisOutcome& outcome,
-                      const std::map<std::string, std::string>& peers,
-                      const std::vector<std::string>& unreachable);
+  // The record kept and handed on; nullopt when the analyzer's answer is unusable.
+  std::optional<OutcomeRecord> record_outcome(const JobFacts& facts, const AnalysisOutcome& outcome,
+                                              const std::map<std::string, std::string>& peers,
+                                              const std::vector<std::string>& unreachable);
+  void hand_on(const JobFacts& facts, OutcomeRecord record, const AnalysisOutcome& outcome);
   // `peers`: node -> base URL, where its evidence was asked for.
   void push_outcome(const OutcomeRecord& record, const std::map<std::string, std::string>& peers,
                     const std::vector<std::string>& unreachable);
@@ -110,12 +117,15 @@ class JobEndPipeline {
   OwnEvidence own_evidence_;
   KernelReader kernel_;
   OnOutcome on_outcome_;
+  OnAnalysed on_analysed_;
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;
   std::set<uint64_t> in_pipeline_;
   // Where each job's other nodes were reached, from the evidence until the outcome is handed on.
   std::map<uint64_t, std::map<std::string, std::string>> peer_bases_;
+  // Each running analysis as it was started, for what follows it (a report pass runs it again).
+  std::map<uint64_t, AnalysisRequest> requests_;
   std::deque<nlohmann::json> recent_summaries_;
   Stats stats_;
 };

@@ -9,6 +9,8 @@ namespace triage::agent {
 namespace {
 
 constexpr size_t kMaxMsgId = 256;
+// The plugin's own bound on --triage-requeue=N (spank/plugin_config.h, kMaxRequeues).
+constexpr int64_t kMaxRequeueMax = 10;
 
 std::string step_string(const JsonObjectReader& r) {
   const nlohmann::json* s = r.member("step");
@@ -72,6 +74,12 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
     if (const auto v = r.str("hang_action"); v && *v != "allow" && *v != "notify") {
       r.fail("hang_action", "expected allow or notify");
     }
+    if (const auto v = r.i64("requeue_max"); v && (*v < 0 || *v > kMaxRequeueMax)) {
+      r.fail("requeue_max", "expected 0 to " + std::to_string(kMaxRequeueMax));
+    }
+    if (const auto v = r.str("requeue"); v && *v != "allow" && *v != "refuse") {
+      r.fail("requeue", "expected allow or refuse");
+    }
     for (const char* k : {"wait_status", "derived_wait_status"}) {
       const auto v = r.i64(k);
       if (v && (*v < INT32_MIN || *v > INT32_MAX)) r.fail(k, "out of range");
@@ -95,12 +103,15 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   const JsonObjectReader r(msg.raw, "spool", msg.op);
   const int64_t t = r.i64("time_usec").value_or(now_usec);
   j.touched_usec = std::max(j.touched_usec, t);
+  if (msg.op == "job_start" && j.ended) begin_new_attempt(j);
   if (msg.op == "job_start" || msg.op == "job_end") {
     if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
     if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
     if (const auto v = r.str("mode"); v && !v->empty()) j.mode = *v;
     if (const auto v = r.str("on_hang")) j.on_hang = parse_hang_choice(*v).value_or(j.on_hang);
     if (const auto v = r.str("hang_action")) j.hang_action_allowed = *v == "allow";
+    if (const auto v = r.i64("requeue_max")) j.requeue_max = static_cast<int>(*v);
+    if (const auto v = r.str("requeue")) j.requeue_allowed = *v == "allow";
     if (const auto v = r.str("nodelist"); v && !v->empty()) {
       j.nodes = expand_hostlist(*v, msg.op + ".nodelist");
     }
@@ -194,6 +205,22 @@ void JobTable::erase(uint64_t job_id) {
   running_.erase(job_id);
   for (const auto& [key, t] : gone.tasks)
     forget_pid(gone, t.pid);
+}
+
+// A requeued job comes back with the same id. What this node knew of the earlier attempt (its
+// tasks, end and analysis) belongs to that attempt, whose report and outcome are written; the new
+// one is analysed afresh when it ends. A spool replayed after a restart takes the same steps.
+void JobTable::begin_new_attempt(JobRecord& j) {
+  const std::map<std::string, TaskExit> old = std::move(j.tasks);
+  j.tasks.clear();
+  for (const auto& [key, t] : old)
+    forget_pid(j, t.pid);
+  j.ended = false;
+  j.end_usec = 0;
+  j.start_usec = 0;
+  j.batch_here = false;
+  j.job_end = nlohmann::json();
+  j.analysis.reset();
 }
 
 // Drops `j` from the pid's entry unless one of its (remaining) tasks still has that pid.

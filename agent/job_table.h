@@ -44,6 +44,10 @@ struct JobRecord {
   // they existed: notify, not allowed).
   HangChoice on_hang = HangChoice::kNotify;
   bool hang_action_allowed = false;
+  // --triage-requeue=N and the plugstack's requeue= as the job registered (0 and refused before
+  // they existed).
+  int requeue_max = 0;
+  bool requeue_allowed = false;
   std::vector<std::string> nodes;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
@@ -79,6 +83,7 @@ class JobTable {
 
  private:
   void forget_pid(const JobRecord& j, int64_t pid);
+  void begin_new_attempt(JobRecord& j);
 
   std::map<uint64_t, JobRecord> jobs_;
   // Keeps attribution of a pid-naming event from walking every task of every job the node kept.

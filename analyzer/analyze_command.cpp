@@ -329,12 +329,23 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
       }
     }
   }
+  // The report pass of a --triage-requeue job keeps a copy per attempt (docs/agent.md).
+  std::optional<ReportPlacement> attempt_copy;
+  if (evidence != nullptr && evidence->requeue) {
+    t.requeue = evidence->requeue;
+    if (where) {
+      attempt_copy = attempt_placement(*where, evidence->requeue->attempt);
+      t.attempt_report_path = attempt_copy->md_path();
+    }
+  }
+  if (where) t.report_path = where->md_path();
   const std::string md = render_markdown(t);
   const std::string js = render_json(t);
   if (print_report && !o.quiet)
     (void)std::fputs(o.format == "json" ? js.c_str() : md.c_str(), stdout);
   if (where) {
     try {
+      if (attempt_copy) write_report(*attempt_copy, md, js, report_mode_for(rep.log_mode));
       write_report(*where, md, js, report_mode_for(rep.log_mode));
       out.report = where->md_path();
     } catch (const std::exception& e) {

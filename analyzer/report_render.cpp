@@ -5,6 +5,7 @@
 
 #include "analyzer/finding_render.h"
 #include "common/build_config.h"
+#include "common/hostlist.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -202,6 +203,24 @@ json tsdb_json(const tsdb::TsdbResult& result, const std::string& timeline_svg) 
   return json::parse(j.dump());
 }
 
+// What the agent did about --triage-requeue for this attempt, in the words of the decision.
+std::string requeue_markdown(const RequeueNote& n) {
+  std::string md = "### Requeue (--triage-requeue=" + std::to_string(n.max) + ")\n\n";
+  md += "**" + md_prose(n.outcome) + "** (attempt " + std::to_string(n.attempt) +
+        "): " + md_prose(n.reason) + ".\n\n";
+  if (!n.excluded.empty()) {
+    md += "Nodes excluded from the next attempt: " + md_code_span(compress_hostlist(n.excluded)) +
+          ".\n\n";
+  }
+  for (const std::string& step : n.steps)
+    md += "- " + md_prose(step) + "\n";
+  if (!n.steps.empty()) md += "\n";
+  if (n.outcome == "requeued") {
+    md += "This report is kept as this attempt's copy; the next attempt writes its own.\n\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string render_markdown(const Triage& t) {
@@ -234,6 +253,7 @@ std::string render_markdown(const Triage& t) {
 
   md += "### What happened\n\n" + md_prose(t.what_happened) + "\n\n";
   if (!t.status_reason.empty()) md += "Status basis: " + md_prose(t.status_reason) + ".\n\n";
+  if (t.requeue) md += requeue_markdown(*t.requeue);
 
   md += "### Evidence\n\n";
   if (t.evidence.empty() && t.last_lines.empty()) md += "No log line names the failure.\n\n";
@@ -459,6 +479,14 @@ json triage_to_json(const Triage& t) {
                {"harmless_lines", t.scan.harmless_lines},
                {"extra_sources", t.scan.extra_sources}};
   j["tsdb"] = t.tsdb ? tsdb_json(*t.tsdb, t.tsdb_timeline_svg) : json(nullptr);
+  // Only where they apply, so that reports printed without --write stay as they were.
+  if (!t.report_path.empty()) j["report_path"] = t.report_path;
+  if (t.requeue) {
+    const RequeueNote& n = *t.requeue;
+    j["requeue"] = {{"outcome", n.outcome}, {"reason", n.reason}, {"excluded", n.excluded},
+                    {"attempt", n.attempt}, {"max", n.max},       {"steps", n.steps}};
+    if (!t.attempt_report_path.empty()) j["requeue"]["attempt_report"] = t.attempt_report_path;
+  }
   return j;
 }
 

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "common/report_names.h"
 #include "common/safe_io.h"
 
 namespace triage {
@@ -48,6 +49,13 @@ ReportPlacement place_report(const JobTarget& target, const std::string& report_
     if (dot != std::string::npos && dot > 0) tag.resize(dot);
   }
   return from_path(dir + "/triage-" + tag + ".md");
+}
+
+ReportPlacement attempt_placement(const ReportPlacement& where, int attempt) {
+  ReportPlacement p = where;
+  p.md_name = attempt_report_name(where.md_name, attempt);
+  p.json_name = attempt_report_name(where.json_name, attempt);
+  return p;
 }
 
 void write_report(const ReportPlacement& where, const std::string& markdown,

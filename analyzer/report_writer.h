@@ -28,6 +28,10 @@ struct ReportPlacement {
 ReportPlacement place_report(const JobTarget& target, const std::string& report_path_option,
                              const std::string& evidence_report_path);
 
+// The copy of a report kept for one attempt of a requeued job: "triage.md" -> "triage.attempt0.md"
+// and "triage.json" -> "triage.attempt0.json", in the same directory.
+ReportPlacement attempt_placement(const ReportPlacement& where, int attempt);
+
 // Writes both files; `mode` is the files' permission bits.
 void write_report(const ReportPlacement& where, const std::string& markdown,
                   const std::string& json, mode_t mode);

@@ -15,6 +15,7 @@
 #include "analyzer/job_identity.h"
 #include "analyzer/log_reader.h"
 #include "analyzer/tsdb/tsdb.h"
+#include "common/model.h"
 
 namespace triage {
 
@@ -171,6 +172,12 @@ struct Triage : JobIdentity {
   // The TSDB playbooks' result, when they ran (full mode).
   std::optional<tsdb::TsdbResult> tsdb;
   std::string tsdb_timeline_svg;  // the timeline's file name beside the report, once written
+
+  // Where the report is written (`analyze --write`; "" otherwise), and, on the report pass of a
+  // --triage-requeue job, what the agent did about the requeue and this attempt's own copy.
+  std::string report_path;
+  std::optional<RequeueNote> requeue;
+  std::string attempt_report_path;
 };
 
 }  // namespace triage

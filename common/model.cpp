@@ -342,12 +342,39 @@ NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
   return n;
 }
 
+void to_json(json& j, const RequeueNote& n) {
+  j = json::object();
+  j["outcome"] = n.outcome;
+  j["reason"] = n.reason;
+  j["excluded"] = n.excluded;
+  j["attempt"] = n.attempt;
+  j["max"] = n.max;
+  j["steps"] = n.steps;
+}
+
+RequeueNote requeue_note_from_json(const json& j, const std::string& origin,
+                                   const std::string& path) {
+  const JsonObjectReader r(j, origin, path);
+  RequeueNote n;
+  n.outcome = r.str("outcome").value_or("");
+  if (n.outcome != "requeued" && n.outcome != "declined" && n.outcome != "refused") {
+    r.fail("outcome", "expected requeued, declined or refused");
+  }
+  n.reason = r.str("reason").value_or("");
+  n.excluded = string_list(r, "excluded");
+  n.attempt = small_int(r, "attempt").value_or(0);
+  n.max = small_int(r, "max").value_or(0);
+  n.steps = string_list(r, "steps");
+  return n;
+}
+
 void to_json(json& j, const Evidence& e) {
   j = json::object();
   j["schema_version"] = e.schema_version;
   j["job"] = e.job;
   j["nodes"] = e.nodes;
   put(j, "report_path", e.report_path);
+  put(j, "requeue", e.requeue);
 }
 
 Evidence evidence_from_json(const json& j, const std::string& origin) {
@@ -362,6 +389,8 @@ Evidence evidence_from_json(const json& j, const std::string& origin) {
     return node_evidence_from_json(item, origin, p);
   });
   e.report_path = r.str("report_path").value_or("");
+  if (const json* q = r.object("requeue"))
+    e.requeue = requeue_note_from_json(*q, origin, "requeue");
   return e;
 }
 

@@ -129,12 +129,26 @@ struct NodeEvidence {
   std::optional<DStateSummary> dstate;
 };
 
+// What the agent did about a job that asked for --triage-requeue, for the report of the attempt
+// it concerns (docs/agent.md, "Requeue around failed nodes").
+struct RequeueNote {
+  std::string outcome;                // requeued | declined | refused
+  std::string reason;                 // one sentence: why
+  std::vector<std::string> excluded;  // the nodes the next attempt is kept off
+  int attempt = 0;                    // this attempt: Slurm's restart count when it ran
+  int max = 0;                        // the N of --triage-requeue=N
+  std::vector<std::string> steps;     // each Slurm command and how it went
+};
+
 // Everything the agent knows about one ended job, handed to the analyzer on a pipe.
 struct Evidence {
   int schema_version = kEvidenceSchemaVersion;
   JobFacts job;
   std::vector<NodeEvidence> nodes;
   std::string report_path;  // where triage.md goes; empty = the analyzer's own placement rules
+  // Set on the report pass of a --triage-requeue job: the report says it, and a copy of it is kept
+  // per attempt (triage.attempt<N>.md) so that the next attempt's report does not replace it.
+  std::optional<RequeueNote> requeue;
 };
 
 void to_json(nlohmann::json& j, const KernelEvent& e);
@@ -144,6 +158,7 @@ void to_json(nlohmann::json& j, const NodeVerdict& v);
 void to_json(nlohmann::json& j, const DStateSummary& d);
 void to_json(nlohmann::json& j, const JobFacts& f);
 void to_json(nlohmann::json& j, const NodeEvidence& n);
+void to_json(nlohmann::json& j, const RequeueNote& n);
 void to_json(nlohmann::json& j, const Evidence& e);
 
 // Parsers are strict about types and name the offending field ("nodes[2].tasks[0].pid: expected
@@ -158,6 +173,8 @@ JobFacts job_facts_from_json(const nlohmann::json& j, const std::string& origin,
                              const std::string& path = "");
 NodeEvidence node_evidence_from_json(const nlohmann::json& j, const std::string& origin,
                                      const std::string& path = "");
+RequeueNote requeue_note_from_json(const nlohmann::json& j, const std::string& origin,
+                                   const std::string& path = "");
 Evidence evidence_from_json(const nlohmann::json& j, const std::string& origin);
 // Parses text (at most 64 MiB) into Evidence; bad JSON is an InputError with the byte offset.
 Evidence parse_evidence(std::string_view text, const std::string& origin);

@@ -1,9 +1,9 @@
 // spank_triage.so: the SPANK side of slurm-triage. It registers --triage[=off|basic|full] and
-// --triage-on-hang=notify|cancel|requeue and tells the node agent about task starts and exits (from
-// slurmstepd, as root) and about job start and end (slurmd's prolog and epilog). Every callback
-// returns 0 whatever happens: a missing agent, a bad argument or a full disk never fails, delays or
-// drains anything. Nothing here throws (the plugin is built with -fno-exceptions) and nothing
-// allocates on the message path.
+// --triage-on-hang=notify|cancel|requeue and --triage-requeue[=N], and tells the node agent about
+// task starts and exits (from slurmstepd, as root) and about job start and end (slurmd's prolog and
+// epilog). Every callback returns 0 whatever happens: a missing agent, a bad argument or a full
+// disk never fails, delays or drains anything. Nothing here throws (the plugin is built with
+// -fno-exceptions) and nothing allocates on the message path.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -66,6 +66,20 @@ int hang_option_callback(int val, const char* optarg, int remote);
 spank_option g_hang_option = {g_hang_option_name,  g_hang_option_arginfo, g_hang_option_usage, 1, 0,
                               hang_option_callback};
 
+char g_requeue_option_name[] = "triage-requeue";
+char g_requeue_option_arginfo[] = "N";
+char g_requeue_option_usage[] =
+    "When the job (a batch job) fails because of a node (platform blame on kernel or Slurm "
+    "evidence, or a node the cluster's history marks as suspect), let slurm-triage requeue it up "
+    "to N times (default 1) with those nodes excluded. Only where the admin allows it; never for "
+    "failures of the program, its configuration or its input.";
+
+int requeue_option_callback(int val, const char* optarg, int remote);
+
+spank_option g_requeue_option = {
+    g_requeue_option_name,  g_requeue_option_arginfo, g_requeue_option_usage, 2, 0,
+    requeue_option_callback};
+
 bool daemon_context() {
   const spank_context_t ctx = spank_context();
   return ctx == S_CTX_REMOTE || ctx == S_CTX_SLURMD || ctx == S_CTX_JOB_SCRIPT;
@@ -113,6 +127,32 @@ int hang_option_callback(int /*val*/, const char* optarg, int remote) {
   }
   slurm_error("spank_triage: ignoring --triage-on-hang=%s", optarg);
   return 0;
+}
+
+int requeue_option_callback(int /*val*/, const char* optarg, int remote) {
+  int n = 0;
+  if (triage::spank::parse_requeue_count(optarg, &n)) return 0;
+  if (remote == 0) {
+    slurm_error("--triage-requeue=%s: expected a number of requeues from 0 to %d", optarg,
+                triage::spank::kMaxRequeues);
+    return -1;
+  }
+  slurm_error("spank_triage: ignoring --triage-requeue=%s", optarg);
+  return 0;
+}
+
+// Prolog and epilog: the user's --triage-requeue as Slurm hands it over (0 when absent or
+// unreadable: a requeue is never guessed).
+int job_script_requeue_count(spank_t sp) {
+  char* arg = nullptr;
+  int n = 0;
+  if (spank_option_getopt(sp, &g_requeue_option, &arg) != ESPANK_SUCCESS) return 0;
+  if (!triage::spank::parse_requeue_count(arg, &n)) {
+    slurm_error("spank_triage: ignoring --triage-requeue=%s (expected 0 to %d)",
+                arg == nullptr ? "" : arg, triage::spank::kMaxRequeues);
+    return 0;
+  }
+  return n;
 }
 
 // Prolog and epilog: the user's --triage-on-hang as Slurm hands it over (notify when absent or
@@ -238,6 +278,9 @@ int job_script_message(spank_t sp, int ac, char** av, const char* op) {
   // started, recorded in the agent's spool with it (docs/agent.md, "Live hangs").
   line.add("on_hang", triage::spank::to_string(job_script_hang_action(sp)));
   line.add("hang_action", cfg.hang_action_allowed ? "allow" : "notify");
+  // The same for --triage-requeue and the plugstack's requeue= (docs/agent.md, "Requeue").
+  line.add("requeue_max", static_cast<int64_t>(job_script_requeue_count(sp)));
+  line.add("requeue", cfg.requeue_allowed ? "allow" : "refuse");
   add_env(line, "nodelist", "SLURM_NODELIST");
   add_env(line, "user", "SLURM_JOB_USER");
   add_env(line, "partition", "SLURM_JOB_PARTITION");
@@ -316,7 +359,7 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   const spank_context_t ctx = spank_context();
   // The option must be known on the client (to parse it) and in slurmstepd (to receive it).
   if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
-    for (spank_option* opt : {&g_option, &g_hang_option}) {
+    for (spank_option* opt : {&g_option, &g_hang_option, &g_requeue_option}) {
       const spank_err_t rc = spank_option_register(sp, opt);
       if (rc != ESPANK_SUCCESS) {
         slurm_error("spank_triage: cannot register --%s: %s", opt->name, spank_strerror(rc));

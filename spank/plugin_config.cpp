@@ -59,6 +59,23 @@ bool parse_hang_action(const char* value, HangAction* out) noexcept {
   return true;
 }
 
+bool parse_requeue_count(const char* value, int* out) noexcept {
+  const std::string_view v = value == nullptr ? std::string_view() : std::string_view(value);
+  if (v.empty() || v == "(null)") {
+    *out = 1;
+    return true;
+  }
+  if (v.size() > 2) return false;
+  int n = 0;
+  for (const char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + (c - '0');
+  }
+  if (n > kMaxRequeues) return false;
+  *out = n;
+  return true;
+}
+
 namespace {
 
 void copy_path(std::string_view from, char (&to)[kMaxPathBytes]) noexcept {
@@ -126,6 +143,7 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
   cfg->default_mode = Mode::kBasic;
   cfg->timeout_ms = kDefaultTimeoutMs;
   cfg->hang_action_allowed = false;
+  cfg->requeue_allowed = false;
 
   int rejected = 0;
   for (int i = 0; i < argc; ++i) {
@@ -168,10 +186,18 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
         cfg->hang_action_allowed = false;
         ++rejected;
       }
+    } else if (key == "requeue") {
+      if (value == "allow" || value == "refuse") {
+        cfg->requeue_allowed = value == "allow";
+      } else {
+        report(sink, sink_ctx, arg, "requeue must be allow or refuse; using refuse");
+        cfg->requeue_allowed = false;
+        ++rejected;
+      }
     } else {
       report(sink, sink_ctx, arg,
-             "unknown argument (expected default=, socket=, inbox=, timeout_ms= or "
-             "hang_action=); ignored");
+             "unknown argument (expected default=, socket=, inbox=, timeout_ms=, hang_action= "
+             "or requeue=); ignored");
       ++rejected;
     }
   }

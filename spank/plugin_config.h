@@ -4,9 +4,9 @@
 //
 // Arguments (all optional): default=off|basic|full, socket=PATH (the agent's Unix socket),
 // inbox=DIR (where messages go when the agent does not answer), timeout_ms=N (how long to wait for
-// the agent's acknowledgement, 1..1000). In socket= and inbox=, %n stands for the node's name (as
-// in SlurmdSpoolDir, for several slurmd on one host) and %% for a percent sign. A bad argument is
-// reported and ignored; it never fails a job.
+// the agent's acknowledgement, 1..1000), hang_action=allow|notify, requeue=allow|refuse. In socket=
+// and inbox=, %n stands for the node's name (as in SlurmdSpoolDir, for several slurmd on one host)
+// and %% for a percent sign. A bad argument is reported and ignored; it never fails a job.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +31,13 @@ std::string_view to_string(HangAction a) noexcept;
 // anything else are refused: the choice that may end a job is never guessed.
 bool parse_hang_action(const char* value, HangAction* out) noexcept;
 
+// The most requeues --triage-requeue=N may ask for (Slurm's own MaxBatchRequeue defaults to 5).
+inline constexpr int kMaxRequeues = 10;
+
+// Parses a --triage-requeue value: a bare option (no value, "(null)") asks for one requeue; a
+// decimal 0..kMaxRequeues for that many (0: none). Anything else is refused.
+bool parse_requeue_count(const char* value, int* out) noexcept;
+
 inline constexpr std::string_view kDefaultSocket = "/run/slurm-triage/agent.sock";
 inline constexpr std::string_view kDefaultInbox = "/var/spool/slurm-triage/inbox";
 inline constexpr int kDefaultTimeoutMs = 10;
@@ -43,10 +50,12 @@ struct PluginConfig {
   int timeout_ms = kDefaultTimeoutMs;
   // hang_action=allow: the admin lets users' cancel/requeue choices be carried out.
   bool hang_action_allowed = false;
+  // requeue=allow: the admin lets the agent requeue --triage-requeue jobs around failed nodes.
+  bool requeue_allowed = false;
 };
 
 // Called once per rejected argument with a human sentence ("unknown argument 'foo=1' (expected
-// default=, socket=, inbox=, timeout_ms= or hang_action=)").
+// default=, socket=, inbox=, timeout_ms=, hang_action= or requeue=)").
 using ConfigErrorSink = void (*)(const char* message, void* ctx);
 
 // Fills `cfg` from the plugstack arguments, starting from the defaults. Returns the number of

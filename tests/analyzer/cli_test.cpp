@@ -183,6 +183,37 @@ TEST(Cli, EvidenceOnStdinDrivesTheDiagnosisAndNamesTheReportPath) {
   EXPECT_NE(bad.err.find("nodes"), std::string::npos) << bad.err;
 }
 
+TEST(Cli, ARequeueNoteIsReportedAndTheAttemptKeepsItsOwnCopy) {
+  Copy c("evidence-oom-host");
+  auto ev = nlohmann::json::parse(test::read_file(c / "evidence.json"));
+  ev["job"]["stdout"] = (c / "outputs/9140-llama3-70b.log").string();
+  ev["report_path"] = (c / "triage.md").string();
+  ev["requeue"] = {{"outcome", "requeued"},
+                   {"reason", "platform failure on gpu-a017 (trusted evidence)"},
+                   {"excluded", {"gpu-a017"}},
+                   {"attempt", 0},
+                   {"max", 1},
+                   {"steps", {"scontrol requeuehold 9140: done"}}};
+  const auto r =
+      run_cli({"analyze", "--now", "1795341600", "--evidence", "-", "--write", "--format", "json"},
+              ev.dump());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("report_path"), (c / "triage.md").string());
+  EXPECT_EQ(j.at("requeue").at("outcome"), "requeued");
+  EXPECT_EQ(j.at("requeue").at("attempt_report"), (c / "triage.attempt0.md").string());
+  for (const char* name : {"triage.md", "triage.attempt0.md", "triage.attempt0.json"})
+    EXPECT_TRUE(fs::exists(c / name)) << name;
+  const std::string md = test::read_file(c / "triage.attempt0.md");
+  EXPECT_NE(md.find("### Requeue (--triage-requeue=1)"), std::string::npos) << md;
+  EXPECT_NE(md.find("platform failure on gpu-a017"), std::string::npos) << md;
+  EXPECT_NE(md.find("Nodes excluded from the next attempt: ` gpu-a017 `"), std::string::npos) << md;
+
+  ev["requeue"]["outcome"] = "maybe";
+  EXPECT_EQ(run_cli({"analyze", "--evidence", "-", "x"}, ev.dump()).exit_code, 3)
+      << "an outcome the agent never writes is bad evidence";
+}
+
 TEST(Cli, FullModeReadsRankAndRayWorkerLogs) {
   Copy c("subprocess-fail");
   const fs::path job = c / "outputs/9126-llama3-8b";

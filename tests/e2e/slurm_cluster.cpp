@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,11 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluste
                                    "--owner-pid",   std::to_string(getpid())};
   if (!options.plugin.empty()) argv.insert(argv.end(), {"--plugin", options.plugin});
   if (!options.plugin_args.empty()) argv.insert(argv.end(), {"--plugin-args", options.plugin_args});
+  if (!options.plugin_more.empty()) argv.insert(argv.end(), {"--plugin-more", options.plugin_more});
+  if (options.accounting) {
+    argv.insert(argv.end(), {"--accounting", "--db-port", std::to_string(free_port()), "--dbd-port",
+                             std::to_string(free_port())});
+  }
   if (!options.agent.empty()) argv.insert(argv.end(), {"--agent", options.agent});
   if (!options.agent_config.empty()) {
     argv.insert(argv.end(), {"--agent-config", options.agent_config});
@@ -293,6 +299,27 @@ std::optional<double> SlurmCluster::epilog_ms(uint32_t job_id) const {
     }
   }
   return std::nullopt;
+}
+
+bool accounting_available() {
+  return access("/usr/sbin/mariadbd", X_OK) == 0 && access("/usr/sbin/slurmdbd", X_OK) == 0;
+}
+
+void SlurmCluster::kernel_line(const std::string& node, const std::string& line) const {
+  const std::string file =
+      state_ + (nodes_.size() == 1 ? std::string("/kernel.log") : "/kernel-" + node + ".log");
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+  const time_t sec = static_cast<time_t>(usec / 1000000);
+  tm t{};
+  gmtime_r(&sec, &t);
+  char stamp[64];
+  (void)std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d,%06lld+00:00 ",
+                      t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
+                      static_cast<long long>(usec % 1000000));
+  std::ofstream out(file, std::ios::app);
+  out << stamp << line << "\n";
+  if (!out.flush()) throw std::runtime_error("cannot append to " + file);
 }
 
 std::string SlurmCluster::logs() const {

@@ -20,12 +20,18 @@ namespace triage::testing {
 struct ClusterOptions {
   std::string plugin;                       // spank_triage.so to load (empty: none)
   std::string plugin_args;                  // empty: socket= and inbox= inside the state dir
+  std::string plugin_more;                  // more plugstack arguments after the default ones
   std::string agent;                        // slurm-triage-agent to start (empty: none)
   std::string agent_config;                 // empty: generated (socket and spool in the state dir)
   std::string analyzer;                     // slurm-triage for the generated config's AnalyzerPath
   std::vector<std::string> agent_settings;  // more Key=Value lines for the generated config
   int nodes = 1;  // >1: several slurmd on this host (<host>1..n at 127.0.0.1..n), an agent each
+  // Also MariaDB and slurmdbd (scripts/slurm-cluster --accounting): sacct and sacctmgr work.
+  bool accounting = false;
 };
+
+// Whether this host has what ClusterOptions::accounting starts (mariadb-server, slurmdbd).
+bool accounting_available();
 
 class SlurmCluster {
  public:
@@ -80,6 +86,11 @@ class SlurmCluster {
   // How long slurmd's spank epilog took for the job (slurmd.log: "Running spank/epilog for jobid
   // [N]" to "completed epilog for jobid N"), in milliseconds.
   std::optional<double> epilog_ms(uint32_t job_id) const;
+
+  // Appends `line` to the kernel log file `node`'s agent reads (its triage.conf must say
+  // KernelSource=file and KernelPath=@STATE@/kernel-@NODE@.log, or kernel.log for one node),
+  // stamped now as `dmesg --time-format iso` would.
+  void kernel_line(const std::string& node, const std::string& line) const;
 
   // The last lines of every daemon log, for failure messages.
   std::string logs() const;

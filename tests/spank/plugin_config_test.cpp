@@ -174,5 +174,35 @@ TEST(NodePattern, AResultThatDoesNotFitIsRefusedNotCut) {
   EXPECT_EQ(expand("/run/%n.sock", "a-very-long-node-name", 12), "<did not fit>");
 }
 
+TEST(PluginArgs, RequeuesAreRefusedUnlessTheAdminAllowsThem) {
+  EXPECT_FALSE(parse({}).cfg.requeue_allowed);
+  EXPECT_TRUE(parse({"requeue=allow"}).cfg.requeue_allowed);
+  EXPECT_FALSE(parse({"requeue=allow", "requeue=refuse"}).cfg.requeue_allowed);
+  for (const char* bad : {"requeue=yes", "requeue=", "requeue=Allow"}) {
+    const Parsed p = parse({"requeue=allow", bad});
+    EXPECT_EQ(p.rejected, 1) << bad;
+    EXPECT_FALSE(p.cfg.requeue_allowed) << bad << ": a typo never allows more";
+    ASSERT_EQ(p.errors.size(), 1u);
+    EXPECT_NE(p.errors[0].find("requeue must be allow or refuse"), std::string::npos);
+  }
+}
+
+TEST(RequeueCount, ABareOptionAsksForOneAndANumberForThatMany) {
+  int n = -1;
+  EXPECT_TRUE(parse_requeue_count(nullptr, &n));
+  EXPECT_EQ(n, 1);
+  EXPECT_TRUE(parse_requeue_count("(null)", &n));
+  EXPECT_EQ(n, 1);
+  EXPECT_TRUE(parse_requeue_count("3", &n));
+  EXPECT_EQ(n, 3);
+  EXPECT_TRUE(parse_requeue_count("0", &n));
+  EXPECT_EQ(n, 0);
+  for (const char* bad : {"-1", "11", "1x", "one", "100", " 1"}) {
+    n = 5;
+    EXPECT_FALSE(parse_requeue_count(bad, &n)) << bad;
+    EXPECT_EQ(n, 5) << bad << ": untouched";
+  }
+}
+
 }  // namespace
 }  // namespace triage::spank

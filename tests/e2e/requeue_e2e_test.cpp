@@ -1,0 +1,177 @@
+// Issue 14's "done when" on two nodes with accounting (MariaDB + slurmdbd): a --triage-requeue
+// job whose node logs an Xid 79 during its first attempt is requeued once, away from that node,
+// and completes on the other; sacct keeps the first attempt's triage summary; the node is
+// drain-recommended; each attempt's report is in place. A user-code failure is not requeued, and
+// its report says why.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "tests/e2e/cluster_environment.h"
+#include "tests/e2e/layout_job.h"
+
+namespace triage::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+
+ClusterEnvironment* g_env = nullptr;
+
+constexpr const char* kXid79 =
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.";
+
+// The first attempt trains a little, waits for the test's go-ahead (the kernel line is in by
+// then) and dies; a later attempt trains and completes.
+constexpr const char* kTwoAttempts =
+    "if [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]; then\n"
+    "  for i in $(seq 1 4); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
+    "sleep 0.1; done\n"
+    "  while [ ! -e go ]; do sleep 0.2; done\n"
+    "  echo 'RuntimeError: CUDA error: unspecified launch failure'\n"
+    "  exit 1\n"
+    "fi\n"
+    "for i in $(seq 1 4); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
+    "sleep 0.1; done\n"
+    "echo 'training done'\n";
+
+// Waits until the job has ended for good: not pending, running or completing. A requeued job may
+// start only after Slurm's credential window (120 s by default); the test moves its start to now
+// once it is pending again, as an admin could, to keep the run short.
+std::map<std::string, std::string> wait_final(const SlurmCluster& c, uint32_t id,
+                                              std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::map<std::string, std::string> j;
+  bool nudged = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    j = c.job(id);
+    const std::string st = j["JobState"];
+    if (st == "COMPLETED" || (st == "FAILED" && j["Restarts"] != "0")) return j;
+    if (!nudged && st == "PENDING" && j["Restarts"] == "1" && j["Reason"] != "JobHeldUser") {
+      nudged =
+          c.as_root({"scontrol", "update", "JobId=" + std::to_string(id), "StartTime=now"}).ok();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  throw std::runtime_error("job " + std::to_string(id) + " did not end: " + j["JobState"] + "\n" +
+                           c.logs());
+}
+
+// The agent's health answer on its local socket.
+json agent_health(const SlurmCluster& c, const std::string& node) {
+  const CommandResult r =
+      c.as_root({"python3", "-c",
+                 "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+                 "s.sendall(b'{\"op\":\"health\"}\\n')\nb=b''\nwhile not b.endswith(b'\\n'):\n"
+                 "  d=s.recv(65536)\n  if not d: break\n  b+=d\nprint(b.decode())",
+                 c.socket_path(node)});
+  return json::parse(r.output, nullptr, false);
+}
+
+// The job's accounting records, every attempt (-D), as "State|AdminComment" lines.
+std::string sacct_rows(const SlurmCluster& c, uint32_t id) {
+  return c
+      .as_root(
+          {"sacct", "-D", "-X", "-n", "-P", "-j", std::to_string(id), "-o", "State,AdminComment"})
+      .output;
+}
+
+std::string wait_sacct(const SlurmCluster& c, uint32_t id, const std::string& text) {
+  std::string rows;
+  for (int i = 0; i < 100; ++i) {
+    rows = sacct_rows(c, id);
+    if (rows.find(text) != std::string::npos) return rows;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return rows;
+}
+
+TEST(Requeue, AnXidOnTheFirstNodeRequeuesTheJobOnceOntoTheOther) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j =
+      submit_layout_job(c, "xid", "train", kTwoAttempts, {"-N", "1", "--triage-requeue"});
+  c.wait_running(j.id);
+  const std::string first = c.job(j.id)["NodeList"];
+  const std::string other = first == c.nodes()[0] ? c.nodes()[1] : c.nodes()[0];
+  c.kernel_line(first, kXid79);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the agent's file poll
+  std::ofstream(j.dir + "/go") << "go\n";
+
+  auto final = wait_final(c, j.id, seconds(150));
+  EXPECT_EQ(final["JobState"], "COMPLETED") << c.logs();
+  EXPECT_EQ(final["Restarts"], "1");
+  EXPECT_EQ(final["NodeList"], other);
+  EXPECT_NE(final["ExcNodeList"].find(first), std::string::npos) << final["ExcNodeList"];
+
+  wait_for_analysis(c, j.id, other);  // the second attempt's report
+  const std::string attempt0 = slurp(j.job_dir() / "triage.attempt0.md");
+  EXPECT_NE(attempt0.find("### Requeue (--triage-requeue=1)"), std::string::npos) << attempt0;
+  EXPECT_NE(attempt0.find("**requeued**"), std::string::npos) << attempt0;
+  EXPECT_NE(attempt0.find(first), std::string::npos);
+  expect_users_regular_file(c, j.job_dir() / "triage.attempt0.json");
+  const json last = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(last["status"], "completed") << "triage.md is the latest attempt's";
+
+  const std::string rows = wait_sacct(c, j.id, "blame=platform");
+  EXPECT_NE(rows.find("triage="), std::string::npos) << rows;
+  EXPECT_NE(rows.find("blame=platform;nodes=" + first), std::string::npos) << rows;
+  EXPECT_NE(rows.find("triage.attempt0.md"), std::string::npos) << rows;
+
+  const json h = agent_health(c, first);
+  EXPECT_EQ(h["drain"]["recommended"], true) << h.dump(1);
+}
+
+TEST(Requeue, AUserCodeFailureIsNotRequeuedAndTheReportSaysWhy) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  // On a healthy node: on one already recommended for drain a failure is the node's as well.
+  std::string healthy;
+  for (const std::string& n : c.nodes()) {
+    if (agent_health(c, n)["drain"]["recommended"] != true) healthy = n;
+  }
+  ASSERT_FALSE(healthy.empty()) << "no node left that is not drain-recommended";
+  const LayoutJob j = submit_layout_job(
+      c, "usercode", "train",
+      "echo 'Traceback (most recent call last):'\necho '  File \"train.py\", line 3, in <module>'\n"
+      "echo \"KeyError: 'vocab_size'\"\nexit 1",
+      {"-N", "1", "-w", healthy, "--triage-requeue=2"});
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  (void)wait_for_analysis(c, j.id, c.job(j.id)["BatchHost"]);
+  // The report pass follows the analysis: wait for the attempt's copy.
+  for (int i = 0; i < 100 && access((j.job_dir() / "triage.attempt0.md").c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("**declined**"), std::string::npos) << md;
+  EXPECT_NE(md.find("blamed on user-code"), std::string::npos) << md;
+  EXPECT_EQ(c.job(j.id)["Restarts"], "0");
+  EXPECT_EQ(c.job(j.id)["JobState"], "FAILED");
+}
+
+}  // namespace
+}  // namespace triage::testing
+
+int main(int argc, char** argv) {
+  if (!triage::testing::accounting_available()) {
+    (void)std::fprintf(stderr,
+                       "requeue_e2e_tests: needs mariadb-server and slurmdbd "
+                       "(scripts/install-deps installs them); skipped\n");
+    return 77;
+  }
+  triage::testing::ClusterOptions options;
+  options.plugin = SPANK_TRIAGE_SO;
+  options.plugin_more = "requeue=allow";
+  options.agent = SLURM_TRIAGE_AGENT;
+  options.analyzer = SLURM_TRIAGE_CLI;
+  options.nodes = 2;
+  options.accounting = true;
+  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",
+                            "KernelPath=@STATE@/kernel-@NODE@.log"};
+  return triage::testing::run_with_cluster(argc, argv, "requeue_e2e_tests", options,
+                                           &triage::testing::g_env);
+}
