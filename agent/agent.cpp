@@ -17,7 +17,8 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     : cfg_(std::move(config)),
       opts_(std::move(options)),
       slurm_(std::move(slurm)),
-      workers_(cfg_.analysis_concurrency + 1),
+      // One more than the analyses need, for the live follower's polls.
+      workers_(cfg_.analysis_concurrency + 2),
       node_(cfg_, loop_),
       feeds_(cfg_, loop_, node_),
       health_(cfg_, loop_, node_, workers_, slurm_,
@@ -30,6 +31,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
           },
           JobEndPipeline::KernelReader{[this] { return feeds_.kernel_status(); },
                                        [this] { feeds_.kernel_look_again(); }}),
+      live_(cfg_, loop_, node_, live_hooks()),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
@@ -45,6 +47,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
   node_.set_on_change([this] { health_.schedule(); });
   pipeline_.set_on_outcome(
       [this](const OutcomeRecord& r) { (void)history_.add(r, now_usec() / 1000000); });
+  pipeline_.set_live_record([this](uint64_t job_id) { return live_.record(job_id); });
 }
 
 Agent::~Agent() {
@@ -56,6 +59,7 @@ Agent::~Agent() {
   feeds_.shut_down();
   workers_.stop();
   pipeline_.kill_all();
+  live_.kill_all();
 }
 
 void Agent::start() {
@@ -103,6 +107,7 @@ void Agent::start_ticks() {
     ticks_.back()->start();
   };
   every("health", 1000, [this] { health_.evaluate(); });
+  every("live", kLivePollMs, [this] { live_.tick(now_usec()); });
   every("inbox", 30000, [this] { socket_.scan_inbox(); });
   every("maintain", 60000, [this] {
     node_.maintain([this](uint64_t id) { return pipeline_.busy(id); });
@@ -133,6 +138,7 @@ void Agent::stop() {
     socket_.stop();
     http_.stop();
     pipeline_.kill_all();
+    live_.kill_all();
   });
   loop_.stop();
 }
@@ -190,7 +196,28 @@ NodeEvidence Agent::node_evidence(const JobRecord& job, int64_t start_usec, int6
 std::string Agent::metrics_on_loop() {
   const KernelIngestStatus kernel = feeds_.kernel_status();
   return render_agent_metrics(AgentMetricsSources{cfg_.node_name, node_, kernel, health_, socket_,
-                                                  http_, pipeline_, started_usec_});
+                                                  http_, pipeline_, started_usec_, &live_});
+}
+
+LiveMonitor::Hooks Agent::live_hooks() {
+  LiveMonitor::Hooks h;
+  h.offload = [this](std::function<std::function<void()>()> work) {
+    (void)workers_.submit([this, work = std::move(work)] { (void)loop_.post(work()); });
+  };
+  h.load_job = [this](uint64_t job_id, std::string& error) {
+    return slurm_.with([&](SlurmClient* c) -> std::optional<JobFacts> {
+      if (c == nullptr) {
+        error = "no slurmctld client";
+        return std::nullopt;
+      }
+      return c->load_job(job_id, error);
+    });
+  };
+  h.run_command = run_slurm_command;
+  h.own_evidence = [this](const JobRecord& j, int64_t start, int64_t end) {
+    return node_evidence(j, start, end);
+  };
+  return h;
 }
 
 nlohmann::json Agent::health_on_loop() {

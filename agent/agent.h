@@ -13,6 +13,7 @@
 //   JobEndPipeline   job_end_pipeline.h  job end -> evidence -> analysis -> summary
 //   DrainController  drain_controller.h  node health -> drain recommendation / auto-drain
 //   OutcomeHistory   outcome_history.h   the outcomes of the jobs this node ran (/v1/history)
+//   LiveMonitor      live_monitor.h      running jobs' logs -> early warnings, live hang verdicts
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -35,6 +36,7 @@
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
 #include "agent/kernel_ingest.h"
+#include "agent/live_monitor.h"
 #include "agent/node_feeds.h"
 #include "agent/node_state.h"
 #include "agent/outcome_history.h"
@@ -103,6 +105,7 @@ class Agent {
   void notify(const std::string& state);
   // Loop thread: the parts' shared answers.
   NodeEvidence node_evidence(const JobRecord& job, int64_t start_usec, int64_t end_usec);
+  LiveMonitor::Hooks live_hooks();
   nlohmann::json health_on_loop();
   std::string metrics_on_loop();
 
@@ -119,6 +122,7 @@ class Agent {
   DrainController health_;
   OutcomeHistory history_;
   JobEndPipeline pipeline_;
+  LiveMonitor live_;
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;

@@ -12,6 +12,7 @@
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
 #include "agent/kernel_ingest.h"
+#include "agent/live_monitor.h"
 #include "agent/node_state.h"
 #include "agent/socket_api.h"
 
@@ -26,6 +27,7 @@ struct AgentMetricsSources {
   const HttpApi& http;
   const JobEndPipeline& analyses;
   int64_t started_usec = 0;
+  const LiveMonitor* live = nullptr;  // the live hang loop, when there is one
 };
 
 // The Prometheus text (exposition format 0.0.4).

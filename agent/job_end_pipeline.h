@@ -69,6 +69,9 @@ class JobEndPipeline {
   JobEndPipeline& operator=(const JobEndPipeline&) = delete;
 
   void set_on_outcome(OnOutcome on_outcome) { on_outcome_ = std::move(on_outcome); }
+  // The batch host's live record of a job (agent/live_monitor.h), handed to its final analysis.
+  using LiveRecordOf = std::function<std::optional<LiveRecord>(uint64_t job_id)>;
+  void set_live_record(LiveRecordOf live_record) { live_record_ = std::move(live_record); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).
   void on_job_end(JobRecord& job);
@@ -110,6 +113,7 @@ class JobEndPipeline {
   OwnEvidence own_evidence_;
   KernelReader kernel_;
   OnOutcome on_outcome_;
+  LiveRecordOf live_record_;
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;
