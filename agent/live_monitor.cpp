@@ -244,13 +244,14 @@ void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int
     std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
     if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
     return [this, job_id, v, c, d, facts = std::move(facts), now_usec]() mutable {
-      carry_out(job_id, v, c, std::move(d), std::move(facts), now_usec);
+      carry_out(job_id, v, c, d, std::move(facts), now_usec);
     };
   });
 }
 
 void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
-                            HangDecision d, std::optional<JobFacts> facts, int64_t now_usec) {
+                            const HangDecision& d, std::optional<JobFacts> facts,
+                            int64_t now_usec) {
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   Followed& f = it->second;

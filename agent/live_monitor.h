@@ -117,8 +117,8 @@ class LiveMonitor {
   void poll(uint64_t job_id, Followed& f, int64_t now_usec);
   void on_poll(LiveObservation obs);
   void judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec);
-  void carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c, HangDecision d,
-                 std::optional<JobFacts> facts, int64_t now_usec);
+  void carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
+                 const HangDecision& d, std::optional<JobFacts> facts, int64_t now_usec);
   void act(uint64_t job_id, HangOutcome outcome, int64_t now_usec);
   void set_comment(uint64_t job_id, const Followed& f);
   void write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec);

@@ -96,6 +96,7 @@ TEST(LiveWarnings, TheFirstLineOfEachClassIsKeptOnceAndBounded) {
   EXPECT_EQ(r.warnings[1].text.size(), 1024U);
   EXPECT_EQ(add_warnings(r, {{"nccl-timeout", 400, "again", false, kT0}}, kT0), 0U);
   std::vector<EarlyWarning> many;
+  many.reserve(40);
   for (int i = 0; i < 40; ++i)
     many.push_back({"class-" + std::to_string(i), i, "line", false, kT0});
   add_warnings(r, many, kT0);

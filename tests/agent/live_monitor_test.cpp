@@ -81,9 +81,9 @@ class LiveLoop : public ::testing::Test {
     done.get_future().wait();
   }
 
-  void register_job() {
+  void register_job(const std::string& on_hang = "cancel") {
     const nlohmann::json owner = {{"uid", owner_uid()},     {"gid", owner_gid()},
-                                  {"mode", "basic"},        {"on_hang", "cancel"},
+                                  {"mode", "basic"},        {"on_hang", on_hang},
                                   {"hang_action", "allow"}, {"time_usec", kT0}};
     node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1", owner)), kT0);
     node.jobs().apply(parse_lifecycle(testing::lifecycle(
@@ -107,13 +107,14 @@ class LiveLoop : public ::testing::Test {
     f.time_limit_sec = 4 * 3600;
     f.gpus = 8;
     f.admin_comment = "jobstats:1";
+    f.requeue_allowed = requeue_allowed;
     f.mode = "basic";
     return f;
   }
 
   LiveMonitor& new_monitor() {
     LiveMonitor::Hooks h;
-    h.offload = [](std::function<std::function<void()>()> work) { work()(); };
+    h.offload = [](const std::function<std::function<void()>()>& work) { work()(); };
     h.load_job = [this](uint64_t, std::string&) { return std::optional<JobFacts>(facts()); };
     h.run_command = [this](const std::vector<std::string>& argv) {
       commands.push_back(argv);
@@ -177,6 +178,7 @@ class LiveLoop : public ::testing::Test {
   std::vector<std::unique_ptr<LiveMonitor>> monitors;
   std::vector<std::vector<std::string>> commands;
   std::string state = "RUNNING";
+  bool requeue_allowed = false;
 };
 
 TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancelled) {
@@ -224,6 +226,32 @@ TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancell
   EXPECT_EQ(cancelled.action_usec, last + 125 * kSec);
   EXPECT_TRUE(cancelled.action_error.empty());
   EXPECT_EQ(m.stats().actions.at("cancel"), 1U);
+}
+
+TEST_F(LiveLoop, ARequeueSlurmWouldRefuseIsOnlyRecorded) {
+  on_loop([this] { register_job("requeue"); });  // the same job, registered asking for requeue
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 1U);  // the AdminComment only
+  EXPECT_EQ(commands[0][1], "update");
+  const LiveRecord r = record(m);
+  EXPECT_EQ(r.action, "notify");
+  EXPECT_NE(r.action_reason.find("Slurm requeues only batch jobs that allow requeue"),
+            std::string::npos)
+      << r.action_reason;
+}
+
+TEST_F(LiveLoop, ARequeueableJobIsRequeuedAfterTwiceTheThreshold) {
+  on_loop([this] { register_job("requeue"); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);  // flagged and, at 2x the threshold already, requeued
+  ASSERT_EQ(commands.size(), 2U);
+  EXPECT_EQ(commands[1], (std::vector<std::string>{"scontrol", "requeue", "4242"}));
+  EXPECT_EQ(record(m).action, "requeue");
+  EXPECT_EQ(m.stats().actions.at("requeue"), 1U);
 }
 
 TEST_F(LiveLoop, AJobThatIsNotRunningAnyMoreIsNotFlagged) {
