@@ -17,7 +17,8 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     : cfg_(std::move(config)),
       opts_(std::move(options)),
       slurm_(std::move(slurm)),
-      workers_(cfg_.analysis_concurrency + 1),
+      // One more than the analyses need, for the live follower's polls.
+      workers_(cfg_.analysis_concurrency + 2),
       node_(cfg_, loop_),
       feeds_(cfg_, loop_, node_),
       health_(cfg_, loop_, node_, workers_, slurm_,
@@ -38,6 +39,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
           loop_, workers_, comments_,
           slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
           [this] { return suspects_in(history_.records()); }, cfg_.spool_dir),
+      live_(cfg_, loop_, node_, live_hooks()),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
@@ -65,6 +67,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
       fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
   });
+  pipeline_.set_live_record([this](uint64_t job_id) { return live_.record(job_id); });
 }
 
 Agent::~Agent() {
@@ -77,6 +80,7 @@ Agent::~Agent() {
   workers_.stop();
   pipeline_.kill_all();
   requeue_.kill_all();
+  live_.kill_all();
 }
 
 void Agent::start() {
@@ -126,6 +130,7 @@ void Agent::start_ticks() {
     ticks_.back()->start();
   };
   every("health", 1000, [this] { health_.evaluate(); });
+  every("live", kLivePollMs, [this] { live_.tick(now_usec()); });
   every("inbox", 30000, [this] { socket_.scan_inbox(); });
   every("maintain", 60000, [this] {
     node_.maintain([this](uint64_t id) { return pipeline_.busy(id); });
@@ -157,6 +162,7 @@ void Agent::stop() {
     http_.stop();
     pipeline_.kill_all();
     requeue_.kill_all();
+    live_.kill_all();
   });
   loop_.stop();
 }
@@ -215,7 +221,28 @@ std::string Agent::metrics_on_loop() {
   const KernelIngestStatus kernel = feeds_.kernel_status();
   return render_agent_metrics(AgentMetricsSources{cfg_.node_name, node_, kernel, health_, socket_,
                                                   http_, pipeline_, started_usec_, &fleet_,
-                                                  &history_});
+                                                  &history_, &live_});
+}
+
+LiveMonitor::Hooks Agent::live_hooks() {
+  LiveMonitor::Hooks h;
+  h.offload = [this](std::function<std::function<void()>()> work) {
+    (void)workers_.submit([this, work = std::move(work)] { (void)loop_.post(work()); });
+  };
+  h.load_job = [this](uint64_t job_id, std::string& error) {
+    return slurm_.with([&](SlurmClient* c) -> std::optional<JobFacts> {
+      if (c == nullptr) {
+        error = "no slurmctld client";
+        return std::nullopt;
+      }
+      return c->load_job(job_id, error);
+    });
+  };
+  h.run_command = slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms));
+  h.own_evidence = [this](const JobRecord& j, int64_t start, int64_t end) {
+    return node_evidence(j, start, end);
+  };
+  return h;
 }
 
 nlohmann::json Agent::health_on_loop() {

@@ -16,6 +16,7 @@
 //   FleetMetrics     fleet_metrics.h     outcome, requeue and drain families of /metrics
 //   AccountingComments accounting_comment.h  the job's summary in Slurm's accounting, retried
 //   JobRequeue       job_requeue.h       after an analysis: the summary and --triage-requeue
+//   LiveMonitor      live_monitor.h      running jobs' logs -> early warnings, live hang verdicts
 //
 // All state lives on one event-loop thread. Other threads only produce input for it: the kernel
 // reader (ingest()), the two collector threads, the periodic ticks, and the worker pool that talks
@@ -41,6 +42,7 @@
 #include "agent/job_end_pipeline.h"
 #include "agent/job_requeue.h"
 #include "agent/kernel_ingest.h"
+#include "agent/live_monitor.h"
 #include "agent/node_feeds.h"
 #include "agent/node_state.h"
 #include "agent/outcome_history.h"
@@ -109,6 +111,7 @@ class Agent {
   void notify(const std::string& state);
   // Loop thread: the parts' shared answers.
   NodeEvidence node_evidence(const JobRecord& job, int64_t start_usec, int64_t end_usec);
+  LiveMonitor::Hooks live_hooks();
   nlohmann::json health_on_loop();
   std::string metrics_on_loop();
 
@@ -128,6 +131,7 @@ class Agent {
   JobEndPipeline pipeline_;
   AccountingComments comments_;
   JobRequeue requeue_;
+  LiveMonitor live_;
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;

@@ -235,6 +235,39 @@ void agent_info(Page& p, const NodeState& node, int64_t started_usec) {
 
 }  // namespace
 
+// The live loop (issue 15). No job label: a series per job would grow without bound; the job's
+// record and its AdminComment say which job.
+void live_hangs(Page& p, const LiveMonitor& live) {
+  const LiveMonitor::Stats& s = live.stats();
+  p.single("triage_live_jobs_followed", "gauge",
+           "Running jobs whose logs this node follows for live hang detection.",
+           as_count(live.followed()));
+  p.single("triage_live_hangs_total", "counter", "Running jobs flagged as hung (hang (live)).",
+           s.hangs);
+  // Prometheus's base unit is the second: GPU-seconds (divide by 3600 for GPU-hours).
+  p.m.family("triage_live_stalled_gpu_seconds_total", "counter",
+             "GPU-seconds of flagged jobs between their last step and their resumption or end.");
+  p.m.sample("triage_live_stalled_gpu_seconds_total", p.host(), s.stalled_gpu_hours * 3600);
+  p.single("triage_live_early_warnings_total", "counter",
+           "Failure lines (first of their class) seen in running jobs' logs.", s.early_warnings);
+  p.m.family("triage_live_hang_actions_total", "counter",
+             "Hang actions the agent issued (scancel, scontrol requeue), by action.");
+  for (const char* a : {"cancel", "requeue"}) {
+    const auto it = s.actions.find(a);
+    p.m.sample("triage_live_hang_actions_total", p.with({{"action", a}}),
+               it == s.actions.end() ? uint64_t{0} : it->second);
+  }
+  p.single("triage_live_hang_action_failures_total", "counter",
+           "Hang actions whose command failed.", s.action_failures);
+  p.single("triage_live_comment_failures_total", "counter",
+           "AdminComment updates for flagged jobs that failed.", s.comment_failures);
+  p.single("triage_live_poll_failures_total", "counter",
+           "Polls of a running job's log that failed (unreadable log, read error).",
+           s.poll_failures);
+  p.single("triage_live_log_bytes_total", "counter", "Bytes of running jobs' logs scanned.",
+           s.bytes_scanned);
+}
+
 std::string render_agent_metrics(const AgentMetricsSources& in) {
   Page p{MetricsText{}, in.host};
   const NodeState& node = in.node;
@@ -256,6 +289,7 @@ std::string render_agent_metrics(const AgentMetricsSources& in) {
   agent_info(p, node, in.started_usec);
   if (in.fleet != nullptr && in.history != nullptr)
     render_fleet_metrics(p.m, {in.host, *in.fleet, *in.history, in.health, now_usec()});
+  if (in.live != nullptr) live_hangs(p, *in.live);
   return p.m.text();
 }
 

@@ -14,6 +14,7 @@
 #include "agent/http_api.h"
 #include "agent/job_end_pipeline.h"
 #include "agent/kernel_ingest.h"
+#include "agent/live_monitor.h"
 #include "agent/node_state.h"
 #include "agent/socket_api.h"
 
@@ -31,6 +32,7 @@ struct AgentMetricsSources {
   // The fleet families (agent/fleet_metrics.h), when both are given.
   const FleetMetrics* fleet = nullptr;
   const OutcomeHistory* history = nullptr;
+  const LiveMonitor* live = nullptr;  // the live hang loop, when there is one
 };
 
 // The Prometheus text (exposition format 0.0.4).

@@ -113,6 +113,15 @@ JobFacts merge_facts(JobFacts ctld, const JobFacts& epilog) {
   return ctld;
 }
 
+std::string home_of(uid_t uid) {
+  passwd pw{};
+  passwd* res = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || res == nullptr || pw.pw_dir == nullptr)
+    return "";
+  return pw.pw_dir;
+}
+
 std::string analysis_target(const JobFacts& f) {
   if (!f.stdout_path.empty()) return f.stdout_path;
   if (!f.work_dir.empty()) return f.work_dir;

@@ -4,6 +4,8 @@
 // the report goes, and what is kept of the result.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +43,9 @@ JobFacts facts_from_epilog(const JobRecord& job, const std::string& self);
 // slurmctld's facts completed with what only the epilog knows (the --triage mode, the raw
 // pattern) and what slurmctld may have left out.
 JobFacts merge_facts(JobFacts from_ctld, const JobFacts& from_epilog);
+
+// The owner's home directory (HOME for the analyzer), "" when the passwd database has none.
+std::string home_of(uid_t uid);
 
 // What the analyzer is pointed at: the expanded StdOut file; failing that the work dir; failing
 // that the job id.

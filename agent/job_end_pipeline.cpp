@@ -1,7 +1,5 @@
 #include "agent/job_end_pipeline.h"
 
-#include <pwd.h>
-
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -25,15 +23,6 @@ KernelSourceProgress progress_of(const KernelIngestStatus& s) {
   p.live = s.state == "starting" || s.state == "reading" || s.state == "waiting";
   p.caught_up_usec = s.caught_up_usec;
   return p;
-}
-
-std::string home_of(uid_t uid) {
-  passwd pw{};
-  passwd* res = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || res == nullptr || pw.pw_dir == nullptr)
-    return "";
-  return pw.pw_dir;
 }
 
 // What the analysis runs as, resolved on a worker (the passwd database may be slow).
@@ -264,6 +253,7 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
   ev.report_path = expand_report_path(cfg_.report_path, facts);
   const NodeEvidence own = own_evidence_(*j, facts.start_time * 1000000, facts.end_time * 1000000);
   ev.nodes = order_nodes(facts, cfg_.node_name, own, std::move(peers));
+  if (live_record_) ev.live = live_record_(job_id);
   AnalysisRequest req;
   req.job_id = job_id;
   req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, target);

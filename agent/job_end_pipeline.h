@@ -74,6 +74,9 @@ class JobEndPipeline {
 
   void set_on_outcome(OnOutcome on_outcome) { on_outcome_ = std::move(on_outcome); }
   void set_on_analysed(OnAnalysed on_analysed) { on_analysed_ = std::move(on_analysed); }
+  // The batch host's live record of a job (agent/live_monitor.h), handed to its final analysis.
+  using LiveRecordOf = std::function<std::optional<LiveRecord>(uint64_t job_id)>;
+  void set_live_record(LiveRecordOf live_record) { live_record_ = std::move(live_record); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).
   void on_job_end(JobRecord& job);
@@ -118,6 +121,7 @@ class JobEndPipeline {
   KernelReader kernel_;
   OnOutcome on_outcome_;
   OnAnalysed on_analysed_;
+  LiveRecordOf live_record_;
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;

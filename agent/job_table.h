@@ -78,6 +78,9 @@ class JobTable {
   // The jobs that registered a task with this pid at some time (pids are reused), by id.
   const std::set<uint64_t>& jobs_with_pid(int64_t pid) const;
 
+  // The jobs not ended yet, by id.
+  const std::set<uint64_t>& running() const { return running_; }
+
   // pid -> job for tasks still running (for the D-state sampler).
   std::map<int64_t, uint64_t> running_pids() const;
 

@@ -298,6 +298,10 @@ class LibslurmClient final : public SlurmClient {
     }
     f.restart_count = j.restart_cnt;
     f.gpus = gpus_from_tres(str(j.tres_alloc_str));
+    if (j.time_limit != INFINITE && j.time_limit != NO_VAL && j.time_limit != 0)
+      f.time_limit_sec = static_cast<int64_t>(j.time_limit) * 60;  // Slurm keeps minutes
+    f.admin_comment = str(j.admin_comment);
+    f.requeue_allowed = j.requeue != 0;
     f.partition = str(j.partition);
     f.source = "slurmctld";
     return f;

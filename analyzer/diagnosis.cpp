@@ -108,6 +108,21 @@ DerivedFacts derived_facts(const DiagnosisInput& in, const Triage& t, const LogF
   return d;
 }
 
+// The agent's live record: a flagged stall of a job that still runs is the interim hang report; an
+// agent's cancel or requeue is why the job ended.
+void apply_live(Triage& t, const Evidence& ev, const Timeline& tl) {
+  t.live = live_section(*ev.live, ev.job, tl.alive);
+  const LiveRecord& r = t.live->record;
+  if (t.live->interim) {
+    t.status = kStatusHanging;
+    t.status_reason = "flagged live by the batch host's agent: " + r.basis;
+  } else if ((r.action == "cancel" || r.action == "requeue") && r.action_error.empty()) {
+    t.status_reason += std::string(t.status_reason.empty() ? "" : "; ") +
+                       (r.action == "cancel" ? "cancelled" : "requeued") +
+                       " as hung by slurm-triage at step " + std::to_string(r.step);
+  }
+}
+
 }  // namespace
 
 std::string fill_placeholders(std::string text, const Triage& t) {
@@ -144,6 +159,7 @@ Triage diagnose(const DiagnosisInput& in) {
       StatusFacts{t.summary, tl, in.slurm_state, t.progress, cause_found(in.scan, cat)}, cat);
   t.status = status.status;
   t.status_reason = status.reason;
+  if (in.evidence != nullptr && in.evidence->live) apply_live(t, *in.evidence, tl);
 
   // The primary failure among every class found, and its evidence.
   FoundClasses found;

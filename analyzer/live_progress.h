@@ -11,6 +11,7 @@
 // follower read it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,11 @@ struct EarlyWarning {
 class LiveProgress {
  public:
   explicit LiveProgress(const SignatureCatalog& catalog);
+
+  // The log's first `lines` lines were read by an earlier follower (an agent that restarted):
+  // numbering continues after them. Their steps are not known, so the job is in warm-up again
+  // until its next steps give a steady step time (a restart never causes a flag).
+  void resume_after(int64_t lines) { lines_ = std::max<int64_t>(lines, 0); }
 
   // How to scan the next chunk: numbered after the lines already absorbed, continuing the open
   // step segment, without head and tail copies (a chunk has no head or tail worth keeping). The

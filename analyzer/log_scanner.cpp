@@ -55,6 +55,7 @@ ScanPlan::ScanPlan(const SignatureCatalog& catalog) : catalog_(&catalog) {
   class_rank_.resize(classes.size());
   for (size_t i = 0; i < class_order_.size(); ++i)
     class_rank_[class_order_[i]] = static_cast<uint32_t>(i);
+  searcher_ = std::make_shared<const LiteralSearcher>(triggers_);
 }
 
 namespace {
@@ -330,7 +331,9 @@ ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
     out.stopped_early = true;
   }
 
-  LiteralSearcher searcher(plan.triggers());
+  std::optional<LiteralSearcher> own;
+  if (options.calibrate) own.emplace(plan.triggers());
+  const LiteralSearcher& searcher = own ? *own : plan.searcher();
   const size_t overlap = std::max(kMinOverlap, 2 * searcher.max_length());
   BlockReader reader(fd, limit, std::max(options.block_bytes, 8 * overlap), overlap);
   Scanner scanner(plan, options, out);
@@ -353,8 +356,8 @@ ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
       size = strip_ansi_in_place(data, size);
       accept = size;
     }
-    if (!calibrated) {
-      searcher.calibrate(std::string_view(data, size));
+    if (own && !calibrated) {
+      own->calibrate(std::string_view(data, size));
       calibrated = true;
     }
     if (out.head.size() < options.head_lines)

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "analyzer/finding.h"
+#include "analyzer/literal_search.h"
 #include "analyzer/log_facts.h"
 #include "analyzer/log_reader.h"
 #include "analyzer/signature_catalog.h"
@@ -36,6 +38,8 @@ class ScanPlan {
   // Class indices, most specific (smallest priority) first.
   const std::vector<uint32_t>& class_order() const { return class_order_; }
   const std::vector<uint32_t>& class_rank() const { return class_rank_; }
+  // The triggers' searcher, built once and not calibrated: what scans of small chunks share.
+  const LiteralSearcher& searcher() const { return *searcher_; }
 
  private:
   const SignatureCatalog* catalog_;
@@ -43,6 +47,7 @@ class ScanPlan {
   std::vector<std::vector<Use>> uses_;
   std::vector<uint32_t> class_order_;
   std::vector<uint32_t> class_rank_;  // position of each class in class_order_
+  std::shared_ptr<const LiteralSearcher> searcher_;
 };
 
 struct ScanOptions {
@@ -55,6 +60,10 @@ struct ScanOptions {
   int year_hint = 0;           // for timestamps without a year (0 = this year)
   std::string source = "log";  // Finding::source for this file
   bool collect_facts = true;
+  // Whether to build a searcher calibrated on this log's first block (a whole log: worth it), or
+  // to use the plan's shared one (a live follower's chunk of a few KiB, scanned every few seconds
+  // for each running job: building a searcher would cost more than scanning the chunk).
+  bool calibrate = true;
   // A live follower scans a growing log chunk by chunk: the number of the chunk's first line, and
   // the step segment the earlier chunks left open (see FactCollector::continue_steps).
   int64_t first_line = 1;

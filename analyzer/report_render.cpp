@@ -221,6 +221,43 @@ std::string requeue_markdown(const RequeueNote& n) {
   return md;
 }
 
+// The agent's live record: when the stall was flagged, what was done, the early warnings.
+void live_markdown(const Triage& t, std::string& md) {
+  if (!t.live || (t.live->record.flagged_usec == 0 && t.live->record.warnings.empty())) return;
+  const LiveRecord& r = t.live->record;
+  md += "### Live hang detection\n\n";
+  if (!t.live->summary.empty()) md += md_prose(t.live->summary) + "\n\n";
+  if (r.flagged_usec != 0) {
+    md += "- Basis: " + md_prose(r.basis) + "\n";
+    for (const auto& c : r.corroboration)
+      md += "- Node fact: " + md_prose(c) + "\n";
+    if (r.corroboration.empty()) md += "- Node facts: none seen (D state, kernel events)\n";
+    if (!r.action_reason.empty()) md += "- Decision: " + md_prose(r.action_reason) + "\n";
+    md += "\n";
+  }
+  if (!r.warnings.empty()) {
+    md += "Early warnings while the job ran (the log's own lines):\n\n";
+    for (const auto& w : r.warnings) {
+      md += "- " + md_code_span(w.cls) + " at line " + std::to_string(w.line) + ", seen " +
+            format_utc(w.seen_usec) + ": " + md_code_span(strip_ansi(w.text)) + "\n";
+    }
+    md += "\n";
+  }
+}
+
+// Only for a job the agent followed: the other reports keep their shape.
+void live_json(const Triage& t, json& j) {
+  if (!t.live) return;
+  const bool flagged = t.live->record.flagged_usec != 0;
+  j["live"] = t.live->interim;
+  j["flagged_at"] = flagged ? json(format_utc(t.live->record.flagged_usec)) : json(nullptr);
+  json r = json::parse(nlohmann::json(t.live->record).dump());
+  r["summary"] = t.live->summary;
+  r["hours_saved"] = t.live->hours_saved ? json(*t.live->hours_saved) : json(nullptr);
+  r["gpu_hours_saved"] = t.live->gpu_hours_saved ? json(*t.live->gpu_hours_saved) : json(nullptr);
+  j["live_record"] = std::move(r);
+}
+
 }  // namespace
 
 std::string render_markdown(const Triage& t) {
@@ -229,7 +266,7 @@ std::string render_markdown(const Triage& t) {
       "## Job triage: " + md_code_span(t.log_path.empty() ? std::string("(no log)") : t.log_path) +
       "\n\n";
   if (!t.blame_summary.empty()) md += md_prose(t.blame_summary) + "\n\n";
-  md += "**Status:** " + t.status + "  \n";
+  md += "**Status:** " + std::string(t.live && t.live->interim ? "hang (live)" : t.status) + "  \n";
   if (t.primary_failure.empty()) {
     md += "**Primary failure:** none  \n";
   } else {
@@ -254,6 +291,8 @@ std::string render_markdown(const Triage& t) {
   md += "### What happened\n\n" + md_prose(t.what_happened) + "\n\n";
   if (!t.status_reason.empty()) md += "Status basis: " + md_prose(t.status_reason) + ".\n\n";
   if (t.requeue) md += requeue_markdown(*t.requeue);
+
+  live_markdown(t, md);
 
   md += "### Evidence\n\n";
   if (t.evidence.empty() && t.last_lines.empty()) md += "No log line names the failure.\n\n";
@@ -395,6 +434,7 @@ json triage_to_json(const Triage& t) {
   j["mode"] = t.mode;
   j["status"] = t.status;
   j["status_reason"] = t.status_reason;
+  live_json(t, j);
   j["summary"] = {
       {"found", t.summary.found},
       {"line", t.summary.found ? json(t.summary.line) : json(nullptr)},

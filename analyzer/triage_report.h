@@ -13,6 +13,7 @@
 #include "analyzer/blame.h"
 #include "analyzer/finding.h"
 #include "analyzer/job_identity.h"
+#include "analyzer/live_report.h"
 #include "analyzer/log_reader.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/model.h"
@@ -168,6 +169,9 @@ struct Triage : JobIdentity {
   std::vector<std::string> notes;
   ScanStats scan;
   std::vector<LineCopy> last_lines;  // the end of the log, for deaths without a summary
+
+  // The batch host's live record, when the agent followed the job (analyzer/live_report.h).
+  std::optional<LiveSection> live;
 
   // The TSDB playbooks' result, when they ran (full mode).
   std::optional<tsdb::TsdbResult> tsdb;

@@ -263,6 +263,8 @@ void to_json(json& j, const JobFacts& f) {
   if (f.start_time != 0) j["start_time"] = f.start_time;
   if (f.end_time != 0) j["end_time"] = f.end_time;
   j["restart_count"] = f.restart_count;
+  put(j, "gpus", f.gpus);
+  put(j, "time_limit", f.time_limit_sec);
   put(j, "partition", f.partition);
   put(j, "mode", f.mode);
   put(j, "source", f.source);
@@ -289,6 +291,8 @@ JobFacts job_facts_from_json(const json& j, const std::string& origin, const std
   f.start_time = r.i64("start_time").value_or(0);
   f.end_time = r.i64("end_time").value_or(0);
   f.restart_count = small_int(r, "restart_count").value_or(0);
+  f.gpus = r.i64("gpus");
+  f.time_limit_sec = r.i64("time_limit");
   f.partition = r.str("partition").value_or("");
   f.mode = r.str("mode").value_or("");
   if (!f.mode.empty() && f.mode != "off" && f.mode != "basic" && f.mode != "full") {
@@ -368,6 +372,57 @@ RequeueNote requeue_note_from_json(const json& j, const std::string& origin,
   return n;
 }
 
+void to_json(json& j, const LiveWarning& w) {
+  j = {{"class", w.cls}, {"line", w.line}, {"text", w.text}, {"seen_usec", w.seen_usec}};
+}
+
+void to_json(json& j, const LiveRecord& r) {
+  j = json::object();
+  j["followed_since_usec"] = r.followed_since_usec;
+  j["warnings"] = r.warnings;
+  j["flagged_usec"] = r.flagged_usec;
+  j["step"] = r.step;
+  j["step_line"] = r.step_line;
+  j["last_step_usec"] = r.last_step_usec;
+  j["silence_s"] = r.silence_s;
+  j["threshold_s"] = r.threshold_s;
+  put(j, "basis", r.basis);
+  j["corroboration"] = r.corroboration;
+  j["resumed_usec"] = r.resumed_usec;
+  put(j, "action", r.action);
+  put(j, "action_reason", r.action_reason);
+  j["action_usec"] = r.action_usec;
+  put(j, "action_error", r.action_error);
+}
+
+LiveRecord live_record_from_json(const json& j, const std::string& origin,
+                                 const std::string& path) {
+  const JsonObjectReader r(j, origin, path);
+  LiveRecord l;
+  l.followed_since_usec = r.i64("followed_since_usec").value_or(0);
+  l.warnings = object_list<LiveWarning>(r, "warnings", [&](const json& item, const std::string& p) {
+    const JsonObjectReader w(item, origin, p);
+    return LiveWarning{w.str("class").value_or(""), w.i64("line").value_or(0),
+                       w.str("text").value_or(""), w.i64("seen_usec").value_or(0)};
+  });
+  l.flagged_usec = r.i64("flagged_usec").value_or(0);
+  l.step = r.i64("step").value_or(-1);
+  l.step_line = r.i64("step_line").value_or(0);
+  l.last_step_usec = r.i64("last_step_usec").value_or(0);
+  l.silence_s = r.num("silence_s").value_or(0);
+  l.threshold_s = r.num("threshold_s").value_or(0);
+  l.basis = r.str("basis").value_or("");
+  l.corroboration = string_list(r, "corroboration");
+  l.resumed_usec = r.i64("resumed_usec").value_or(0);
+  l.action = r.str("action").value_or("");
+  if (!l.action.empty() && l.action != "notify" && l.action != "cancel" && l.action != "requeue")
+    r.fail("action", "expected notify, cancel or requeue");
+  l.action_reason = r.str("action_reason").value_or("");
+  l.action_usec = r.i64("action_usec").value_or(0);
+  l.action_error = r.str("action_error").value_or("");
+  return l;
+}
+
 void to_json(json& j, const Evidence& e) {
   j = json::object();
   j["schema_version"] = e.schema_version;
@@ -375,6 +430,7 @@ void to_json(json& j, const Evidence& e) {
   j["nodes"] = e.nodes;
   put(j, "report_path", e.report_path);
   put(j, "requeue", e.requeue);
+  if (e.live) j["live"] = *e.live;
 }
 
 Evidence evidence_from_json(const json& j, const std::string& origin) {
@@ -391,6 +447,7 @@ Evidence evidence_from_json(const json& j, const std::string& origin) {
   e.report_path = r.str("report_path").value_or("");
   if (const json* q = r.object("requeue"))
     e.requeue = requeue_note_from_json(*q, origin, "requeue");
+  if (const json* live = r.object("live")) e.live = live_record_from_json(*live, origin, "live");
   return e;
 }
 

@@ -113,6 +113,11 @@ struct JobFacts {
   int64_t end_time = 0;
   int restart_count = 0;
   std::optional<int64_t> gpus;  // GPUs allocated to the whole job (slurmctld's TRES), when known
+  std::optional<int64_t> time_limit_sec;  // the job's time limit (absent: unknown or none)
+  // For the live hang actions only (not in the evidence JSON): Slurm's AdminComment as it stands
+  // and whether the job may be requeued (Requeue=1).
+  std::string admin_comment;
+  bool requeue_allowed = false;
   std::string partition;
   std::string mode;    // off | basic | full
   std::string source;  // slurmctld | epilog | cli
@@ -140,6 +145,37 @@ struct RequeueNote {
   std::vector<std::string> steps;     // each Slurm command and how it went
 };
 
+// The first line of a failure class seen in a running job's log (untrusted: the log's word).
+struct LiveWarning {
+  std::string cls;
+  int64_t line = 0;
+  std::string text;
+  int64_t seen_usec = 0;
+};
+
+// What the batch host's agent learnt about a job while it ran (issue 15): the early warnings of
+// its log, whether and when a stall was flagged, at which step, on what evidence, and what was
+// done about it. Kept in the job's spool file and handed to the analyzer in the evidence, which
+// writes the interim `hang (live)` report from it and, after the job, says what was flagged and
+// done.
+struct LiveRecord {
+  int64_t followed_since_usec = 0;
+  std::vector<LiveWarning> warnings;
+  int64_t flagged_usec = 0;  // when the stall was flagged (0: never)
+  int64_t step = -1;         // the last step before the silence (-1: none seen)
+  int64_t step_line = 0;
+  int64_t last_step_usec = 0;
+  double silence_s = 0;                    // at the flag
+  double threshold_s = 0;                  // the silence allowed
+  std::string basis;                       // the stall verdict's sentence
+  std::vector<std::string> corroboration;  // node facts backing it, one line each
+  int64_t resumed_usec = 0;                // steps came again after the flag (0: not)
+  std::string action;                      // notify | cancel | requeue ("" before the flag)
+  std::string action_reason;
+  int64_t action_usec = 0;
+  std::string action_error;  // empty: the command worked (or none ran)
+};
+
 // Everything the agent knows about one ended job, handed to the analyzer on a pipe.
 struct Evidence {
   int schema_version = kEvidenceSchemaVersion;
@@ -149,6 +185,7 @@ struct Evidence {
   // Set on the report pass of a --triage-requeue job: the report says it, and a copy of it is kept
   // per attempt (triage.attempt<N>.md) so that the next attempt's report does not replace it.
   std::optional<RequeueNote> requeue;
+  std::optional<LiveRecord> live;  // the batch host's live record, when it followed the job
 };
 
 void to_json(nlohmann::json& j, const KernelEvent& e);
@@ -159,6 +196,8 @@ void to_json(nlohmann::json& j, const DStateSummary& d);
 void to_json(nlohmann::json& j, const JobFacts& f);
 void to_json(nlohmann::json& j, const NodeEvidence& n);
 void to_json(nlohmann::json& j, const RequeueNote& n);
+void to_json(nlohmann::json& j, const LiveWarning& w);
+void to_json(nlohmann::json& j, const LiveRecord& r);
 void to_json(nlohmann::json& j, const Evidence& e);
 
 // Parsers are strict about types and name the offending field ("nodes[2].tasks[0].pid: expected
@@ -175,6 +214,8 @@ NodeEvidence node_evidence_from_json(const nlohmann::json& j, const std::string&
                                      const std::string& path = "");
 RequeueNote requeue_note_from_json(const nlohmann::json& j, const std::string& origin,
                                    const std::string& path = "");
+LiveRecord live_record_from_json(const nlohmann::json& j, const std::string& origin,
+                                 const std::string& path = "live");
 Evidence evidence_from_json(const nlohmann::json& j, const std::string& origin);
 // Parses text (at most 64 MiB) into Evidence; bad JSON is an InputError with the byte offset.
 Evidence parse_evidence(std::string_view text, const std::string& origin);

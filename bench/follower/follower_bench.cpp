@@ -5,9 +5,11 @@
 // core per job; 1% of a core and 32 MiB for the whole agent with 64 jobs).
 //
 // Two modes per job count: "read" hands each chunk's bytes to a plain read loop (the follower and
-// the I/O of the new bytes only), "scan" runs the analyzer's scan_log with the shipped catalog on
-// each chunk, which is what the live path will do. The writer is a separate process and its CPU is
-// not counted. Run as root, the follower opens the logs as `nobody`, as the agent would.
+// the I/O of the new bytes only), "live" runs the agent's own per-job path on every poll
+// (agent::LiveJob: the follower, scan_log with the one shared ScanPlan and its uncalibrated
+// searcher, a read buffer sized to the chunk, LiveProgress and judge_stall). The writer is a
+// separate process and its CPU is not counted. Run as root, the follower opens the logs as
+// `nobody`, as the agent would.
 //
 // Run: build/bench/follower/follower_bench [--seconds 30] [--jobs 1,64] [--rate 100] [--interval 5]
 #include <fcntl.h>
@@ -29,10 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/live_job.h"
 #include "agent/log_follower.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/signature_catalog.h"
 #include "common/privilege.h"
+#include "common/time_util.h"
 
 namespace {
 
@@ -145,29 +149,33 @@ Figures run(const Options& o, int jobs, const ScanPlan* plan) {
   timespec start{};
   ::clock_gettime(CLOCK_MONOTONIC, &start);
   std::vector<std::unique_ptr<LogFollower>> followers;
-  followers.reserve(logs.size());
-  for (const auto& p : logs)
-    followers.push_back(std::make_unique<LogFollower>(FollowState{.path = p}, owner));
-  ScanOptions scan;
-  scan.head_lines = 0;
-  scan.tail_lines = 0;
-  scan.block_bytes = 64 << 10;
+  std::vector<std::unique_ptr<LiveJob>> live;
+  for (size_t j = 0; j < logs.size(); ++j) {
+    const FollowState state{.path = logs[j]};
+    if (plan != nullptr) {
+      live.push_back(std::make_unique<LiveJob>(1000 + j, state, owner, *plan));
+    } else {
+      followers.push_back(std::make_unique<LogFollower>(state, owner));
+    }
+  }
+  const LiveStallPolicy policy;
   timespec next = start;
   for (int t = 0; t < o.seconds; t += o.interval) {
     next = add_ns(next, static_cast<long>(o.interval) * 1000000000L);
     sleep_until(next);
+    for (auto& job : live) {
+      const LiveObservation obs = job->poll(now_usec(), policy);
+      ++f.polls;
+      f.chunks += obs.bytes > 0 ? 1 : 0;
+      f.bytes += obs.bytes;
+    }
     for (auto& follower : followers) {
       const PollResult r = follower->poll();
       ++f.polls;
       for (const LogChunk& c : r.chunks) {
         ++f.chunks;
         f.bytes += c.length;
-        if (plan != nullptr) {
-          scan.max_bytes = c.length;
-          (void)scan_log(c.fd, *plan, scan);
-        } else {
-          read_chunk(c);
-        }
+        read_chunk(c);
       }
     }
   }
@@ -181,6 +189,7 @@ Figures run(const Options& o, int jobs, const ScanPlan* plan) {
   const double owner_children = children_cpu_seconds() - child0 - rusage_seconds(writer_usage);
   f.cpu_pct = 100.0 * (cpu + owner_children) / o.seconds;
   followers.clear();
+  live.clear();
   std::filesystem::remove_all(dir);
   return f;
 }
@@ -231,7 +240,7 @@ int main(int argc, char** argv) {
       const Figures f = run(o, jobs, scanning ? &plan : nullptr);
       const double target = jobs == 1 ? 0.1 : 1.0;
       std::printf("%-5s %5d %8.4f%% %11.5f%% %8.2f%% %9ld KiB %9ld KiB %7llu %10.2f\n",
-                  scanning ? "scan" : "read", jobs, f.cpu_pct, f.cpu_pct / jobs, target,
+                  scanning ? "live" : "read", jobs, f.cpu_pct, f.cpu_pct / jobs, target,
                   f.rss_before_kib, f.rss_after_kib, static_cast<unsigned long long>(f.chunks),
                   static_cast<double>(f.bytes) / (1 << 20));
       (void)std::fflush(stdout);

@@ -1,0 +1,121 @@
+#include "agent/live_decision.h"
+
+#include <algorithm>
+
+#include "common/live_cost.h"
+
+namespace triage::agent {
+
+bool should_follow(const JobRecord& job) {
+  const bool triage_on = job.mode == "basic" || job.mode == "full";
+  return !job.ended && triage_on && job.uid.has_value() && job.batch_here;
+}
+
+Corroboration corroborate(uint64_t dstate_tasks, const std::string& self,
+                          const std::vector<NodeEvidence>& nodes, int64_t since_usec) {
+  Corroboration c;
+  c.dstate_tasks = dstate_tasks;
+  if (dstate_tasks > 0) {
+    c.lines.push_back(self + ": " + std::to_string(dstate_tasks) +
+                      " of the job's tasks in D state (uninterruptible sleep)");
+  }
+  for (const NodeEvidence& n : nodes) {
+    for (const KernelEvent& e : n.events) {
+      if (e.severity < Severity::kWarning) continue;
+      const int64_t at = std::max(e.time_usec, e.last_usec);
+      if (at < since_usec) continue;
+      ++c.kernel_events;
+      c.lines.push_back(n.host + ": kernel " + e.kind +
+                        (e.summary.empty() ? std::string() : ": " + e.summary));
+    }
+  }
+  return c;
+}
+
+size_t add_warnings(LiveRecord& record, const std::vector<EarlyWarning>& seen, int64_t now_usec,
+                    size_t max_text) {
+  size_t added = 0;
+  for (const EarlyWarning& w : seen) {
+    if (record.warnings.size() >= kMaxLiveWarnings) break;
+    const bool known = std::any_of(record.warnings.begin(), record.warnings.end(),
+                                   [&](const LiveWarning& k) { return k.cls == w.cls; });
+    if (known) continue;
+    record.warnings.push_back(LiveWarning{w.cls, w.line, w.text.substr(0, max_text),
+                                          w.arrived_usec > 0 ? w.arrived_usec : now_usec});
+    ++added;
+  }
+  return added;
+}
+
+void flag_stall(LiveRecord& record, const StallVerdict& v, const Corroboration& c,
+                int64_t now_usec) {
+  record.flagged_usec = now_usec;
+  record.step = v.last_step;
+  record.step_line = v.last_step_line;
+  record.last_step_usec = v.last_step_usec;
+  record.silence_s = v.silence_s;
+  record.threshold_s = v.threshold_s;
+  record.basis = v.basis;
+  record.corroboration = c.lines;
+  record.resumed_usec = 0;
+}
+
+bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec) {
+  if (record.flagged_usec == 0 || record.resumed_usec != 0 || !new_steps) return false;
+  record.resumed_usec = now_usec;
+  return true;
+}
+
+HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const StallVerdict& v,
+                     const Corroboration& c, bool batch, bool requeueable) {
+  HangFacts f;
+  f.asked = job.on_hang;
+  f.admin_allows = job.hang_action_allowed;
+  f.stalled = v.stalled;
+  f.silence_s = v.silence_s;
+  f.threshold_s = v.threshold_s;
+  f.dstate_tasks = static_cast<int>(std::min<uint64_t>(c.dstate_tasks, 1u << 30));
+  f.kernel_events = static_cast<int>(std::min<uint64_t>(c.kernel_events, 1u << 30));
+  f.busy_wait = false;  // the cluster-Prometheus corroboration is not wired into the agent yet
+  f.notified = record.flagged_usec != 0;
+  f.acted = record.action == "cancel" || record.action == "requeue";
+  f.batch = batch;
+  f.requeueable = requeueable;
+  return f;
+}
+
+bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t now_usec,
+              int64_t interval_usec) {
+  return record_changed || (moved && now_usec - last_saved_usec >= interval_usec);
+}
+
+double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus,
+                         int64_t counted_until_usec, int64_t now_usec) {
+  if (record.flagged_usec == 0 || record.resumed_usec != 0 || !gpus) return 0;
+  return gpu_hours(*gpus, std::max(counted_until_usec, record.last_step_usec), now_usec);
+}
+
+nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record,
+                                 int64_t lines) {
+  return {
+      {"r", "live"}, {"follow", follow_state_json(follow)}, {"record", record}, {"lines", lines}};
+}
+
+std::optional<LiveSpoolEntry> latest_live_entry(const std::vector<nlohmann::json>& records) {
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    const auto r = it->find("r");
+    if (r == it->end() || *r != "live") continue;
+    try {
+      LiveSpoolEntry e;
+      e.follow = follow_state_from_json(it->at("follow"), "spool");
+      e.record = live_record_from_json(it->at("record"), "spool");
+      e.lines = it->value("lines", int64_t{0});
+      return e;
+    } catch (const std::exception&) {
+      // A damaged record: an older one may still be good.
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace triage::agent

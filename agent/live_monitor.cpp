@@ -1,0 +1,352 @@
+#include "agent/live_monitor.h"
+
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/hang_commands.h"
+#include "agent/hang_comment.h"
+#include "agent/job_end.h"
+#include "common/child_process.h"
+#include "common/time_util.h"
+#include "common/wait_status.h"
+
+namespace triage::agent {
+
+namespace {
+
+// A follower that moved is saved at most this often (a crash re-reads at most this much).
+constexpr int64_t kSaveIntervalUsec = int64_t{60} * 1000000;
+// A job whose log path or owner could not be learnt is tried again after this long.
+constexpr int64_t kSetupRetryUsec = int64_t{60} * 1000000;
+}  // namespace
+
+LiveMonitor::LiveMonitor(const AgentConfig& cfg, EventLoop& loop, NodeState& node, Hooks hooks)
+    : cfg_(cfg), node_(node), hooks_(std::move(hooks)), reports_(loop) {
+  policy_.factor = static_cast<double>(cfg_.hang_stall_factor);
+  policy_.min_seconds = static_cast<double>(cfg_.hang_stall_min_sec);
+}
+
+bool LiveMonitor::load_catalog(const std::vector<std::string>& extra_layers) {
+  if (plan_) return true;
+  if (catalog_failed_) return false;
+  std::vector<InputError> errors;
+  auto catalog = std::make_unique<SignatureCatalog>(SignatureCatalog::load(extra_layers, errors));
+  if (!errors.empty()) {
+    spdlog::error(
+        "live hang detection is off: the log-signature catalog has {} error(s), first: {}",
+        errors.size(), errors.front().what());
+    catalog_failed_ = true;
+    return false;
+  }
+  catalog_ = std::move(catalog);
+  plan_ = std::make_unique<ScanPlan>(*catalog_);
+  return true;
+}
+
+void LiveMonitor::tick(int64_t now_usec) {
+  for (const uint64_t id : node_.jobs().running()) {
+    const JobRecord* j = node_.jobs().find(id);
+    if (j == nullptr || !should_follow(*j) || jobs_.count(id) != 0) continue;
+    if (!load_catalog()) return;
+    start(id, *j, now_usec);
+  }
+  std::vector<uint64_t> ended;
+  for (auto& [id, f] : jobs_) {
+    const JobRecord* j = node_.jobs().find(id);
+    if (j == nullptr || !should_follow(*j) || f.gone) {
+      ended.push_back(id);
+    } else if (!f.busy && f.job) {
+      poll(id, f, now_usec);
+    } else if (!f.busy && !f.job && now_usec >= f.retry_usec) {
+      start(id, *j, now_usec);
+    }
+  }
+  for (const uint64_t id : ended)
+    stop(id, now_usec);
+}
+
+void LiveMonitor::start(uint64_t job_id, const JobRecord& job, int64_t now_usec) {
+  Followed& f = jobs_[job_id];
+  f.busy = true;
+  const uint32_t uid = *job.uid;
+  const std::optional<uint32_t> gid = job.gid;
+  hooks_.offload([this, job_id, uid, gid, now_usec]() -> std::function<void()> {
+    // On a worker: slurmctld and the passwd database may be slow.
+    std::string error;
+    std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
+    std::optional<Identity> owner;
+    std::string home;
+    try {
+      gid_t g = gid.value_or(0);
+      owner = identity_for_uid(uid, gid ? &g : nullptr);
+      home = home_of(uid);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    return [this, job_id, facts = std::move(facts), owner = std::move(owner),
+            home = std::move(home), error, now_usec]() mutable {
+      set_up(job_id, std::move(facts), std::move(owner), std::move(home), error, now_usec);
+    };
+  });
+}
+
+void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
+                         std::optional<Identity> owner, std::string home, const std::string& error,
+                         int64_t now_usec) {
+  const auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  Followed& f = it->second;
+  f.busy = false;
+  if (!facts || !owner || facts->stdout_path.empty()) {
+    const std::string why = !facts   ? "slurmctld: " + error
+                            : !owner ? "owner: " + error
+                                     : std::string("slurmctld names no StdOut file");
+    if (why != f.last_error) spdlog::warn("job {}: not followed live: {}", job_id, why);
+    f.last_error = why;
+    f.retry_usec = now_usec + kSetupRetryUsec;
+    return;
+  }
+  FollowState state{.path = facts->stdout_path};
+  int64_t lines = 0;
+  const auto saved = latest_live_entry(node_.spool().read_job(job_id));
+  if (saved && saved->follow.path == facts->stdout_path) {
+    state = saved->follow;  // an agent restart: resume where the last one stood
+    f.record = saved->record;
+    lines = saved->lines;
+  } else {
+    f.record.followed_since_usec = now_usec;
+  }
+  f.facts = std::move(*facts);
+  f.owner = *owner;
+  f.home = std::move(home);
+  f.job = std::make_shared<LiveJob>(job_id, state, *owner, *plan_, lines);
+  f.saved_offset = state.offset;
+  f.saved_usec = now_usec;
+  spdlog::info("job {}: following {} as uid {} from byte {}", job_id, state.path, owner->uid,
+               state.offset);
+}
+
+void LiveMonitor::poll(uint64_t job_id, Followed& f, int64_t now_usec) {
+  f.busy = true;
+  hooks_.offload(
+      [this, job = f.job, job_id, now_usec, policy = policy_]() -> std::function<void()> {
+        LiveObservation obs;
+        try {
+          obs = job->poll(now_usec, policy);
+        } catch (const std::exception& e) {
+          obs.job_id = job_id;
+          obs.at_usec = now_usec;
+          obs.status = LogStatus::kUnreadable;
+          obs.error = e.what();  // obs.follow stays empty: nothing else is known
+        }
+        return [this, obs = std::move(obs)]() mutable { on_poll(std::move(obs)); };
+      });
+}
+
+void LiveMonitor::on_poll(LiveObservation obs) {
+  const auto it = jobs_.find(obs.job_id);
+  if (it == jobs_.end()) return;
+  const uint64_t job_id = obs.job_id;
+  Followed& f = it->second;
+  f.busy = false;
+  stats_.bytes_scanned += obs.bytes;
+  if (obs.status == LogStatus::kUnreadable) {
+    ++stats_.poll_failures;
+    if (obs.error != f.last_error) spdlog::warn("job {}: live log: {}", job_id, obs.error);
+    f.last_error = obs.error;
+    if (obs.follow.path.empty()) return;  // the poll threw: nothing else is known
+  }
+  const size_t warned = add_warnings(f.record, obs.new_warnings, obs.at_usec);
+  for (size_t i = f.record.warnings.size() - warned; i < f.record.warnings.size(); ++i) {
+    const LiveWarning& w = f.record.warnings[i];
+    spdlog::warn("job {}: early warning {} at line {}: {}", job_id, w.cls, w.line, w.text);
+  }
+  stats_.early_warnings += warned;
+  bool changed = warned > 0;
+  if (mark_resumed(f.record, obs.new_steps, obs.at_usec)) {
+    spdlog::info("job {}: steps again after the flagged stall", job_id);
+    changed = true;
+  }
+  stats_.stalled_gpu_hours +=
+      stalled_gpu_hours(f.record, f.facts.gpus, f.gpu_counted_usec, obs.at_usec);
+  f.gpu_counted_usec = obs.at_usec;
+  const bool moved = obs.follow.offset != f.saved_offset;
+  f.follow = std::move(obs.follow);
+  f.lines = obs.lines;
+  if (save_due(changed, moved, f.saved_usec, obs.at_usec, kSaveIntervalUsec))
+    save(job_id, f, obs.at_usec);
+  if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at_usec);
+}
+
+Corroboration LiveMonitor::corroboration(uint64_t job_id, const Followed& f, int64_t now_usec) {
+  uint64_t dstate = 0;
+  if (const auto& d = node_.dstate()) {
+    const auto it = d->by_job.find(job_id);
+    if (it != d->by_job.end()) dstate = it->second;
+  }
+  std::vector<NodeEvidence> nodes;
+  const int64_t start_usec = f.facts.start_time * 1000000;
+  if (const JobRecord* j = node_.jobs().find(job_id)) {
+    nodes.push_back(hooks_.own_evidence(*j, start_usec, now_usec));
+  }
+  return corroborate(dstate, cfg_.node_name, nodes, start_usec);
+}
+
+void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec) {
+  const JobRecord* j = node_.jobs().find(job_id);
+  if (j == nullptr) return;
+  const Corroboration c = corroboration(job_id, f, now_usec);
+  HangDecision d =
+      decide_hang_action(hang_facts(*j, f.record, v, c, /*batch=*/true, f.facts.requeue_allowed));
+  if (d.outcome == HangOutcome::kNone) return;
+  // Slurm's word that the job still runs comes first (a suspended job prints nothing either), and
+  // with it the AdminComment as it stands now.
+  f.busy = true;
+  hooks_.offload([this, job_id, v, c, d = std::move(d), now_usec]() -> std::function<void()> {
+    std::string error;
+    std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
+    if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
+    return [this, job_id, v, c, d, facts = std::move(facts), now_usec]() mutable {
+      carry_out(job_id, v, c, d, std::move(facts), now_usec);
+    };
+  });
+}
+
+void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
+                            const HangDecision& d, std::optional<JobFacts> facts,
+                            int64_t now_usec) {
+  const auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  Followed& f = it->second;
+  f.busy = false;
+  if (!facts) return;
+  if (facts->state != "RUNNING") {
+    // Suspended: silent for a reason. Ended without a job_end here: nothing more to follow.
+    f.gone = facts->state != "SUSPENDED" && facts->state != "PENDING";
+    return;
+  }
+  f.facts = std::move(*facts);
+  if (f.record.flagged_usec == 0) {
+    flag_stall(f.record, v, c, now_usec);
+    f.record.action = "notify";
+    f.record.action_reason = d.reason;
+    f.record.action_usec = now_usec;
+    ++stats_.hangs;
+    stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, 0, now_usec);
+    f.gpu_counted_usec = now_usec;
+    spdlog::warn("job {}: hang (live) at step {}: {}{}", job_id, v.last_step, v.basis,
+                 c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
+    save(job_id, f, now_usec);
+    set_comment(job_id, f);
+    write_interim_report(job_id, f, now_usec);
+  }
+  if (d.outcome == HangOutcome::kCancel || d.outcome == HangOutcome::kRequeue) {
+    f.record.action_reason = d.reason;
+    act(job_id, d.outcome, now_usec);
+  }
+}
+
+void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, int64_t now_usec) {
+  Followed& f = jobs_.at(job_id);
+  const std::string what(to_string(outcome));
+  // Recorded before the command runs: a second stalled poll must never issue it twice.
+  f.record.action = what;
+  f.record.action_usec = now_usec;
+  f.busy = true;
+  save(job_id, f, now_usec);
+  const std::vector<std::string> argv =
+      outcome == HangOutcome::kCancel ? cancel_job_argv(job_id) : requeue_job_argv(job_id);
+  spdlog::warn("job {}: {} ({})", job_id, command_line(argv), f.record.action_reason);
+  hooks_.offload([this, job_id, argv, what, now_usec]() -> std::function<void()> {
+    SlurmCommandResult done = hooks_.run_command(argv);
+    if (!done.ok) done.error = command_line(argv) + ": " + done.error;
+    return [this, job_id, what, now_usec, done = std::move(done)] {
+      const auto it = jobs_.find(job_id);
+      ++stats_.actions[what];
+      if (!done.ok) {
+        ++stats_.action_failures;
+        spdlog::error("job {}: {}", job_id, done.error);
+      }
+      if (it == jobs_.end()) return;
+      it->second.busy = false;
+      it->second.record.action_error = done.error;
+      save(job_id, it->second, now_usec);
+    };
+  });
+}
+
+void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
+  const CommentMerge merge = merge_triage_comment(
+      f.facts.admin_comment, hang_comment_summary(f.record.flagged_usec, f.record.step));
+  if (!merge.write) {
+    spdlog::info("job {}: AdminComment left as it is: {}", job_id, merge.reason);
+    return;
+  }
+  const std::vector<std::string> argv = set_admin_comment_argv(job_id, merge.value);
+  hooks_.offload([this, job_id, argv]() -> std::function<void()> {
+    SlurmCommandResult done = hooks_.run_command(argv);
+    return [this, job_id, done = std::move(done)] {
+      if (done.ok) return;
+      ++stats_.comment_failures;
+      spdlog::error("job {}: AdminComment not set: {}", job_id, done.error);
+    };
+  });
+}
+
+void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec) {
+  const JobRecord* j = node_.jobs().find(job_id);
+  if (j == nullptr) return;
+  Evidence ev;
+  ev.job = f.facts;
+  ev.report_path = expand_report_path(cfg_.report_path, f.facts);
+  ev.nodes.push_back(hooks_.own_evidence(*j, f.facts.start_time * 1000000, now_usec));
+  ev.live = f.record;
+  AnalysisRequest req;
+  req.job_id = job_id;
+  // basic: the interim report is about the stall; the metrics playbooks run after the job.
+  req.argv = analyzer_argv(cfg_.analyzer_path, "basic", analysis_target(f.facts));
+  req.who = f.owner;
+  req.home = f.home;
+  req.stdin_data =
+      nlohmann::json(ev).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  req.timeout_ms = cfg_.analysis_timeout_sec * 1000;
+  req.output_max = cfg_.analysis_output_max;
+  reports_.start(std::move(req), [this, job_id](const AnalysisOutcome& o) {
+    if (o.started && !o.timed_out && analysis_succeeded(o.wait_status)) {
+      ++stats_.interim_reports;
+      spdlog::info("job {}: interim hang report written", job_id);
+    } else {
+      spdlog::error("job {}: interim hang report failed: {}", job_id,
+                    o.timed_out ? std::string("timed out") : o.err.substr(0, 400));
+    }
+  });
+}
+
+void LiveMonitor::save(uint64_t job_id, Followed& f, int64_t now_usec) {
+  if (f.follow.path.empty()) return;  // not polled yet: nothing to resume from
+  if (!node_.spool().append_job(job_id, live_spool_record(f.follow, f.record, f.lines))) {
+    spdlog::error("job {}: live state not durable: {}", job_id, node_.spool().last_error());
+    return;
+  }
+  f.saved_usec = now_usec;
+  f.saved_offset = f.follow.offset;
+}
+
+void LiveMonitor::stop(uint64_t job_id, int64_t now_usec) {
+  const auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  if (it->second.busy) return;  // its answer is still coming; stopped on a later tick
+  save(job_id, it->second, now_usec);
+  jobs_.erase(it);
+}
+
+std::optional<LiveRecord> LiveMonitor::record(uint64_t job_id) {
+  const auto it = jobs_.find(job_id);
+  if (it != jobs_.end() && it->second.job) return it->second.record;
+  const auto saved = latest_live_entry(node_.spool().read_job(job_id));
+  if (!saved) return std::nullopt;
+  return saved->record;
+}
+
+}  // namespace triage::agent

@@ -1,0 +1,132 @@
+// The batch host's live loop (issue 15): every few seconds, each running job with triage on whose
+// batch step runs here has its log followed as its owner (agent/live_job.h, on a worker), its
+// early warnings recorded at once, and its stall judged. A stall, confirmed RUNNING by slurmctld,
+// is recorded with its corroboration (the job's D-state tasks, kernel events during the job), gets
+// an interim `hang (live)` report written by the analyzer as the owner (the job-end path's
+// AnalysisRunner), the job's AdminComment (agent/hang_comment.h), the metrics, and then whatever
+// decide_hang_action allows (scancel or scontrol requeue, agent/hang_commands.h). Each job's live
+// state is saved in its spool file ({"r":"live"}), so a restarted agent resumes from the
+// remembered offset with the same record; the job-end pipeline hands the record to the final
+// analysis.
+//
+// Loop thread only; every blocking call (the owner's open, slurmctld, scontrol, scancel) runs
+// through Hooks::offload.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/analysis_runner.h"
+#include "agent/config.h"
+#include "agent/event_loop.h"
+#include "agent/live_decision.h"
+#include "agent/live_job.h"
+#include "agent/node_state.h"
+#include "agent/slurm_command_runner.h"
+#include "analyzer/log_scanner.h"
+#include "analyzer/signature_catalog.h"
+#include "analyzer/stall_verdict.h"
+
+namespace triage::agent {
+
+// How often the running jobs' logs are polled.
+inline constexpr int64_t kLivePollMs = 5000;
+
+class LiveMonitor {
+ public:
+  // The blocking parts and the node's answers, replaceable in tests.
+  struct Hooks {
+    // Runs `work` off the loop, then the continuation it returns on the loop.
+    std::function<void(std::function<std::function<void()>()> work)> offload;
+    std::function<std::optional<JobFacts>(uint64_t job_id, std::string& error)> load_job;
+    SlurmCommandRunner run_command;  // scontrol/scancel (agent/slurm_command_runner.h)
+    // This node's evidence for a job in a window (usec).
+    std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>
+        own_evidence;
+  };
+
+  struct Stats {
+    uint64_t hangs = 0;           // stalls flagged
+    uint64_t early_warnings = 0;  // failure lines seen in running jobs
+    double stalled_gpu_hours = 0;
+    std::map<std::string, uint64_t> actions;  // cancel | requeue issued
+    uint64_t action_failures = 0;
+    uint64_t comment_failures = 0;
+    uint64_t interim_reports = 0;
+    uint64_t poll_failures = 0;  // a poll that threw, or a log the owner cannot read
+    uint64_t bytes_scanned = 0;
+  };
+
+  LiveMonitor(const AgentConfig& cfg, EventLoop& loop, NodeState& node, Hooks hooks);
+  LiveMonitor(const LiveMonitor&) = delete;
+  LiveMonitor& operator=(const LiveMonitor&) = delete;
+
+  // Loads the log-signature catalog (the shipped and /etc/slurm/triage.d layers), once for every
+  // job; tick() does it when the first job is to be followed, so a node that runs no triage job
+  // never holds it. A catalog with errors turns the live loop off (logged once): the post-mortem
+  // still runs. Returns whether the catalog is loaded.
+  bool load_catalog(const std::vector<std::string>& extra_layers = {});
+  bool enabled() const { return plan_ != nullptr; }
+
+  // Starts following the jobs that should be followed, stops following those that ended, and
+  // polls every followed job that is not being polled.
+  void tick(int64_t now_usec);
+
+  // The job's live record (memory, else its spool file), for the job-end evidence.
+  std::optional<LiveRecord> record(uint64_t job_id);
+
+  size_t followed() const { return jobs_.size(); }
+  const Stats& stats() const { return stats_; }
+  void kill_all() { reports_.kill_all(); }
+
+ private:
+  struct Followed {
+    std::shared_ptr<LiveJob> job;  // null until set up
+    JobFacts facts;
+    Identity owner;
+    std::string home;
+    LiveRecord record;
+    FollowState follow;  // after the last poll
+    int64_t lines = 0;
+    bool busy = false;       // a setup, poll or hang step is under way
+    int64_t retry_usec = 0;  // a setup that failed is tried again from then
+    bool gone = false;       // slurmctld says it ended (its job_end never reached this agent)
+    int64_t saved_usec = 0;
+    uint64_t saved_offset = 0;
+    int64_t gpu_counted_usec = 0;
+    std::string last_error;
+  };
+
+  void start(uint64_t job_id, const JobRecord& job, int64_t now_usec);
+  void set_up(uint64_t job_id, std::optional<JobFacts> facts, std::optional<Identity> owner,
+              std::string home, const std::string& error, int64_t now_usec);
+  void poll(uint64_t job_id, Followed& f, int64_t now_usec);
+  void on_poll(LiveObservation obs);
+  void judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec);
+  void carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
+                 const HangDecision& d, std::optional<JobFacts> facts, int64_t now_usec);
+  void act(uint64_t job_id, HangOutcome outcome, int64_t now_usec);
+  void set_comment(uint64_t job_id, const Followed& f);
+  void write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec);
+  void save(uint64_t job_id, Followed& f, int64_t now_usec);
+  void stop(uint64_t job_id, int64_t now_usec);
+  Corroboration corroboration(uint64_t job_id, const Followed& f, int64_t now_usec);
+
+  const AgentConfig& cfg_;
+  NodeState& node_;
+  Hooks hooks_;
+  LiveStallPolicy policy_;
+  std::unique_ptr<SignatureCatalog> catalog_;
+  std::unique_ptr<ScanPlan> plan_;
+  bool catalog_failed_ = false;
+  AnalysisRunner reports_;
+  std::map<uint64_t, Followed> jobs_;
+  Stats stats_;
+};
+
+}  // namespace triage::agent

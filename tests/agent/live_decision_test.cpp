@@ -1,0 +1,215 @@
+// The live loop's decisions: which jobs are followed, what corroborates a stall, how a poll's news
+// enters the record, when the state is saved, and what a stall costs.
+#include "agent/live_decision.h"
+
+#include <gtest/gtest.h>
+
+#include "common/live_cost.h"
+
+namespace triage::agent {
+namespace {
+
+constexpr int64_t kSec = 1000000;
+constexpr int64_t kT0 = int64_t{1795860000} * kSec;
+
+JobRecord running_batch_job() {
+  JobRecord j;
+  j.job_id = 42;
+  j.uid = 1000;
+  j.mode = "basic";
+  j.batch_here = true;
+  return j;
+}
+
+KernelEvent event(const std::string& kind, Severity sev, int64_t at) {
+  KernelEvent e;
+  e.kind = kind;
+  e.severity = sev;
+  e.time_usec = e.last_usec = at;
+  e.summary = kind + " summary";
+  return e;
+}
+
+StallVerdict stalled_at_step(int64_t step) {
+  StallVerdict v;
+  v.stalled = v.judged = true;
+  v.last_step = step;
+  v.last_step_line = step + 1;
+  v.last_step_usec = kT0;
+  v.silence_s = 61;
+  v.threshold_s = 60;
+  v.basis = "stalled: 61 s since step 29";
+  return v;
+}
+
+TEST(LiveFollow, ARunningBatchJobWithTriageOnIsFollowed) {
+  EXPECT_TRUE(should_follow(running_batch_job()));
+}
+
+TEST(LiveFollow, EndedOffUnknownOwnerOrNotTheBatchHostIsNot) {
+  JobRecord ended = running_batch_job();
+  ended.ended = true;
+  JobRecord off = running_batch_job();
+  off.mode = "off";
+  JobRecord unregistered = running_batch_job();
+  unregistered.mode = "";
+  JobRecord no_owner = running_batch_job();
+  no_owner.uid.reset();
+  JobRecord other_node = running_batch_job();
+  other_node.batch_here = false;
+  for (const JobRecord& j : {ended, off, unregistered, no_owner, other_node})
+    EXPECT_FALSE(should_follow(j));
+}
+
+TEST(LiveCorroboration, DStateTasksAndSevereKernelEventsDuringTheJobCount) {
+  NodeEvidence here;
+  here.host = "n1";
+  here.events = {event("hung-task", Severity::kError, kT0 + 10 * kSec),
+                 event("link-up", Severity::kInfo, kT0 + 20 * kSec),
+                 event("nvidia-xid", Severity::kCritical, kT0 - 10 * kSec)};  // before the job
+  NodeEvidence peer;
+  peer.host = "n2";
+  peer.events = {event("gpu-reset", Severity::kWarning, kT0 + 30 * kSec)};
+  const Corroboration c = corroborate(3, "n1", {here, peer}, kT0);
+  EXPECT_EQ(c.dstate_tasks, 3U);
+  EXPECT_EQ(c.kernel_events, 2U);
+  ASSERT_EQ(c.lines.size(), 3U);
+  EXPECT_EQ(c.lines[0], "n1: 3 of the job's tasks in D state (uninterruptible sleep)");
+  EXPECT_EQ(c.lines[1], "n1: kernel hung-task: hung-task summary");
+  EXPECT_EQ(c.lines[2], "n2: kernel gpu-reset: gpu-reset summary");
+}
+
+TEST(LiveCorroboration, NothingOnTheNodesIsNoCorroboration) {
+  const Corroboration c = corroborate(0, "n1", {NodeEvidence{}}, kT0);
+  EXPECT_EQ(c.dstate_tasks + c.kernel_events, 0U);
+  EXPECT_TRUE(c.lines.empty());
+}
+
+TEST(LiveWarnings, TheFirstLineOfEachClassIsKeptOnceAndBounded) {
+  LiveRecord r;
+  const std::vector<EarlyWarning> seen = {
+      {"nccl-timeout", 120, "[Rank 3] Watchdog caught collective operation timeout", false, 0},
+      {"cuda-error", 130, std::string(5000, 'x'), false, kT0}};
+  EXPECT_EQ(add_warnings(r, seen, kT0 + kSec), 2U);
+  ASSERT_EQ(r.warnings.size(), 2U);
+  EXPECT_EQ(r.warnings[0].seen_usec, kT0 + kSec);  // no arrival time: now
+  EXPECT_EQ(r.warnings[1].text.size(), 1024U);
+  EXPECT_EQ(add_warnings(r, {{"nccl-timeout", 400, "again", false, kT0}}, kT0), 0U);
+  std::vector<EarlyWarning> many;
+  many.reserve(40);
+  for (int i = 0; i < 40; ++i)
+    many.push_back({"class-" + std::to_string(i), i, "line", false, kT0});
+  add_warnings(r, many, kT0);
+  EXPECT_EQ(r.warnings.size(), kMaxLiveWarnings);
+}
+
+TEST(LiveFlag, TheFlagRecordsTheStepSilenceBasisAndCorroboration) {
+  LiveRecord r;
+  r.followed_since_usec = kT0 - kSec;
+  Corroboration c;
+  c.lines = {"n1: kernel hung-task"};
+  flag_stall(r, stalled_at_step(29), c, kT0 + 61 * kSec);
+  EXPECT_EQ(r.flagged_usec, kT0 + 61 * kSec);
+  EXPECT_EQ(r.step, 29);
+  EXPECT_EQ(r.step_line, 30);
+  EXPECT_DOUBLE_EQ(r.threshold_s, 60);
+  EXPECT_EQ(r.corroboration, c.lines);
+  EXPECT_EQ(r.followed_since_usec, kT0 - kSec);
+}
+
+TEST(LiveFlag, StepsAfterTheFlagMarkItResumedOnce) {
+  LiveRecord r;
+  EXPECT_FALSE(mark_resumed(r, true, kT0));  // never flagged
+  flag_stall(r, stalled_at_step(29), {}, kT0);
+  EXPECT_FALSE(mark_resumed(r, false, kT0 + kSec));
+  EXPECT_TRUE(mark_resumed(r, true, kT0 + 2 * kSec));
+  EXPECT_FALSE(mark_resumed(r, true, kT0 + 3 * kSec));
+  EXPECT_EQ(r.resumed_usec, kT0 + 2 * kSec);
+}
+
+TEST(LiveHangFacts, TheRegistrationRecordAndVerdictBecomeTheActionsFacts) {
+  JobRecord j = running_batch_job();
+  j.on_hang = HangChoice::kCancel;
+  j.hang_action_allowed = true;
+  LiveRecord r;
+  Corroboration c;
+  c.dstate_tasks = 2;
+  HangFacts f = hang_facts(j, r, stalled_at_step(29), c, true, false);
+  EXPECT_EQ(f.asked, HangChoice::kCancel);
+  EXPECT_TRUE(f.admin_allows);
+  EXPECT_TRUE(f.stalled);
+  EXPECT_EQ(f.dstate_tasks, 2);
+  EXPECT_FALSE(f.notified);
+  EXPECT_FALSE(f.acted);
+  r.flagged_usec = kT0;
+  r.action = "cancel";
+  f = hang_facts(j, r, stalled_at_step(29), c, true, false);
+  EXPECT_TRUE(f.notified);
+  EXPECT_TRUE(f.acted);
+  // The whole chain: corroborated, allowed and asked for: cancel; once.
+  EXPECT_EQ(
+      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, false)).outcome,
+      HangOutcome::kCancel);
+  EXPECT_EQ(decide_hang_action(f).outcome, HangOutcome::kNone);
+}
+
+TEST(LiveSave, ARecordChangeSavesAtOnceMovementOnlyEveryInterval) {
+  EXPECT_TRUE(save_due(true, false, kT0, kT0, 60 * kSec));
+  EXPECT_FALSE(save_due(false, true, kT0, kT0 + 59 * kSec, 60 * kSec));
+  EXPECT_TRUE(save_due(false, true, kT0, kT0 + 60 * kSec, 60 * kSec));
+  EXPECT_FALSE(save_due(false, false, kT0, kT0 + 600 * kSec, 60 * kSec));
+}
+
+TEST(LiveCost, StalledGpuHoursCountFromTheLastStepUntilResumed) {
+  LiveRecord r;
+  EXPECT_EQ(stalled_gpu_hours(r, 8, 0, kT0), 0);  // not flagged
+  flag_stall(r, stalled_at_step(29), {}, kT0 + 600 * kSec);
+  // From the last step (kT0) to the flag: 8 GPUs x 10 minutes.
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, 0, kT0 + 600 * kSec), 8.0 / 6);
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0 + 600 * kSec, kT0 + 1050 * kSec), 1.0);
+  EXPECT_EQ(stalled_gpu_hours(r, std::nullopt, kT0, kT0 + 1000 * kSec), 0);
+  r.resumed_usec = kT0 + 1100 * kSec;
+  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0 + 1050 * kSec, kT0 + 1200 * kSec), 0);
+  EXPECT_EQ(gpu_hours(8, kT0, kT0 - kSec), 0);
+}
+
+TEST(LiveCost, AnEarlyCancelSavesTheRestOfTheTimeLimit) {
+  JobFacts job;
+  job.start_time = kT0 / kSec;
+  job.time_limit_sec = 4 * 3600;
+  job.gpus = 16;
+  LiveRecord r;
+  r.action = "cancel";
+  r.action_usec = kT0 + 3600 * kSec;
+  ASSERT_TRUE(gpu_hours_saved(r, job));
+  EXPECT_DOUBLE_EQ(*gpu_hours_saved(r, job), 48);  // 16 GPUs x the 3 hours left
+  r.action_error = "scancel: exit 1";
+  EXPECT_FALSE(gpu_hours_saved(r, job));
+  r.action_error.clear();
+  r.action = "notify";
+  EXPECT_FALSE(gpu_hours_saved(r, job));
+  r.action = "cancel";
+  job.time_limit_sec.reset();
+  EXPECT_FALSE(gpu_hours_saved(r, job));
+}
+
+TEST(LiveSpool, TheNewestGoodLiveRecordIsResumedFrom) {
+  FollowState follow{.path = "/home/u/slurm-42.out", .offset = 4096};
+  LiveRecord rec;
+  rec.flagged_usec = kT0;
+  rec.step = 29;
+  const std::vector<nlohmann::json> records = {
+      {{"r", "msg"}, {"m", nlohmann::json::object()}},
+      live_spool_record(FollowState{.path = "/home/u/slurm-42.out"}, LiveRecord{}, 0),
+      live_spool_record(follow, rec, 120),
+      {{"r", "live"}, {"follow", {{"offset", "bad"}}}, {"record", {}}}};
+  const auto e = latest_live_entry(records);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->follow.offset, 4096U);
+  EXPECT_EQ(e->record.step, 29);
+  EXPECT_EQ(e->lines, 120);
+  EXPECT_FALSE(latest_live_entry({records[0]}));
+}
+
+}  // namespace
+}  // namespace triage::agent

@@ -1,0 +1,319 @@
+// The live loop end to end on one node, with a fake clock and a real log: a job that prints a step
+// a second for 30 s and then sleeps is flagged after its threshold, its AdminComment set, its
+// interim report written by the analyzer as its owner, and, since it asked for --triage-on-hang=
+// cancel and the admin allowed it, cancelled after twice the threshold; an early warning is
+// recorded at once; a restarted agent resumes from the saved state; the job-end evidence carries
+// the record. Blocking work runs inline here (the agent offloads it to its workers).
+#include "agent/live_monitor.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/job_table.h"
+#include "common/time_util.h"
+#include "tests/agent/test_support.h"
+
+namespace triage::agent {
+namespace {
+
+using testing::TempDir;
+
+constexpr int64_t kSec = 1000000;
+constexpr int64_t kT0 = int64_t{1795860000} * kSec;
+constexpr uint64_t kJob = 4242;
+
+const std::string kWatchdog =
+    "2: [rank2]:[E1121 10:11:35.574914 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=262144, "
+    "NumelOut=262144, Timeout(ms)=600000) ran for 600034 milliseconds before timing out.\n";
+
+std::string step_line(int64_t step) {
+  return "0: completed step: " + std::to_string(step) +
+         ", seconds: 1.000, TFLOP/s/device: 401.2, Tokens/s/device: 3411.0, total_weights: "
+         "1048576, loss: 9.100\n";
+}
+
+uid_t owner_uid() {
+  return ::geteuid() == 0 ? testing::kNobody : ::geteuid();
+}
+gid_t owner_gid() {
+  return ::geteuid() == 0 ? testing::kNogroup : ::getegid();
+}
+
+class LiveLoop : public ::testing::Test {
+ protected:
+  LiveLoop()
+      : cfg(testing::test_config(dir.path(), "n1", "HangStallMin=60\nHangStallFactor=10\n")),
+        node(cfg, loop) {
+    ::setenv("SLURM_TRIAGE_DATADIR", SOURCE_DIR, 1);
+    ::setenv("SLURM_TRIAGE_RULES_OVERRIDE", "", 1);
+    testing::make_dirs(job_dir);
+    testing::write_file(log, "");
+    if (::geteuid() == 0) {
+      // The job's owner writes its directory; the agent reads it only as that owner.
+      EXPECT_EQ(::chown(job_dir.c_str(), owner_uid(), owner_gid()), 0);
+      EXPECT_EQ(::chown(log.c_str(), owner_uid(), owner_gid()), 0);
+    }
+    loop_thread = std::thread([this] { loop.run(); });
+    on_loop([this] {
+      node.open("boot-a");
+      register_job();
+    });
+  }
+  ~LiveLoop() override {
+    on_loop([this] { monitors.clear(); });
+    loop.stop();
+    loop_thread.join();
+  }
+
+  void on_loop(const std::function<void()>& fn) {
+    std::promise<void> done;
+    ASSERT_TRUE(loop.post([&] {
+      fn();
+      done.set_value();
+    }));
+    done.get_future().wait();
+  }
+
+  void register_job(const std::string& on_hang = "cancel") {
+    const nlohmann::json owner = {{"uid", owner_uid()},     {"gid", owner_gid()},
+                                  {"mode", "basic"},        {"on_hang", on_hang},
+                                  {"hang_action", "allow"}, {"time_usec", kT0}};
+    node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1", owner)), kT0);
+    node.jobs().apply(parse_lifecycle(testing::lifecycle(
+                          "task_start", kJob, "m2",
+                          {{"step", "batch"}, {"task", 0}, {"pid", 77}, {"time_usec", kT0}})),
+                      kT0);
+  }
+
+  JobFacts facts() const {
+    JobFacts f;
+    f.job_id = kJob;
+    f.name = "llama";
+    f.uid = owner_uid();
+    f.gid = owner_gid();
+    f.state = state;
+    f.work_dir = job_dir;
+    f.stdout_path = log;
+    f.nodes = {"n1"};
+    f.batch_host = "n1";
+    f.start_time = kT0 / kSec;
+    f.time_limit_sec = 4 * 3600;
+    f.gpus = 8;
+    f.admin_comment = "jobstats:1";
+    f.requeue_allowed = requeue_allowed;
+    f.mode = "basic";
+    return f;
+  }
+
+  LiveMonitor& new_monitor() {
+    LiveMonitor::Hooks h;
+    h.offload = [](const std::function<std::function<void()>()>& work) { work()(); };
+    h.load_job = [this](uint64_t, std::string&) { return std::optional<JobFacts>(facts()); };
+    h.run_command = [this](const std::vector<std::string>& argv) {
+      commands.push_back(argv);
+      return SlurmCommandResult{true, "", ""};
+    };
+    h.own_evidence = [](const JobRecord&, int64_t, int64_t) {
+      NodeEvidence n;
+      n.host = "n1";
+      return n;
+    };
+    monitors.push_back(std::make_unique<LiveMonitor>(cfg, loop, node, std::move(h)));
+    monitors.back()->load_catalog();
+    return *monitors.back();
+  }
+
+  void tick(LiveMonitor& m, int64_t at) {
+    on_loop([&] { m.tick(at); });
+  }
+
+  void append(const std::string& text) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(fd);
+  }
+
+  // Steps [0, n) printed one a second, each read by the poll of that second; the last one's time.
+  int64_t steps_every_second(LiveMonitor& m, int n) {
+    for (int s = 0; s < n; ++s) {
+      append(step_line(s));
+      tick(m, kT0 + s * kSec);
+    }
+    return kT0 + (n - 1) * kSec;
+  }
+
+  LiveRecord record(LiveMonitor& m) {
+    std::optional<LiveRecord> r;
+    on_loop([&] { r = m.record(kJob); });
+    return r.value_or(LiveRecord{});
+  }
+
+  // The interim report runs the (fake) analyzer, which leaves how it was run in the job dir.
+  std::optional<nlohmann::json> analyzer_run() const {
+    for (const auto& e : std::filesystem::directory_iterator(job_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("analyzer-" + std::to_string(kJob) + "-", 0) == 0) {
+        auto j = nlohmann::json::parse(testing::read_file(e.path().string()), nullptr, false);
+        if (j.is_object() && j.contains("evidence")) return j;
+      }
+    }
+    return std::nullopt;
+  }
+
+  TempDir dir{"live-loop"};
+  std::string job_dir = dir / "job";
+  std::string log = dir / "job/slurm-4242.out";
+  AgentConfig cfg;
+  EventLoop loop;
+  NodeState node;
+  std::thread loop_thread;
+  std::vector<std::unique_ptr<LiveMonitor>> monitors;
+  std::vector<std::vector<std::string>> commands;
+  std::string state = "RUNNING";
+  bool requeue_allowed = false;
+};
+
+TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancelled) {
+  LiveMonitor& m = new_monitor();
+  ASSERT_TRUE(m.enabled());
+  const int64_t last = steps_every_second(m, 30);
+  EXPECT_EQ(m.followed(), 1U);
+  tick(m, last + 55 * kSec);
+  EXPECT_EQ(record(m).flagged_usec, 0) << "inside the 60 s threshold";
+  EXPECT_TRUE(commands.empty());
+
+  tick(m, last + 65 * kSec);
+  const LiveRecord flagged = record(m);
+  EXPECT_EQ(flagged.flagged_usec, last + 65 * kSec);
+  EXPECT_EQ(flagged.step, 29);
+  EXPECT_EQ(flagged.step_line, 30);
+  EXPECT_EQ(flagged.action, "notify");  // cancel waits: no node fact, not yet 2x the threshold
+  EXPECT_NE(flagged.action_reason.find("waits for a node fact"), std::string::npos)
+      << flagged.action_reason;
+  ASSERT_EQ(commands.size(), 1U);
+  EXPECT_EQ(commands[0], (std::vector<std::string>{"scontrol", "update", "JobId=4242",
+                                                   "AdminComment=jobstats:1 triage=hang;flagged=" +
+                                                       format_utc(last + 65 * kSec) + ";step=29"}));
+  EXPECT_EQ(m.stats().hangs, 1U);
+  EXPECT_GT(m.stats().stalled_gpu_hours, 0.0);
+
+  // The interim report: the analyzer, run as the owner, got the record with the evidence.
+  ASSERT_TRUE(testing::eventually([&] { return analyzer_run().has_value(); }));
+  const nlohmann::json run = *analyzer_run();
+  EXPECT_EQ(run.value("uid", -1), static_cast<int>(owner_uid()));
+  const nlohmann::json& ev = run["evidence"];
+  EXPECT_EQ(ev["job"]["state"], "RUNNING");
+  EXPECT_EQ(ev["live"]["flagged_usec"], last + 65 * kSec);
+  EXPECT_EQ(ev["live"]["step"], 29);
+  ASSERT_TRUE(testing::eventually([&] { return m.stats().interim_reports == 1; }));
+
+  // Twice the threshold without a node fact: the cancel the user asked for, once.
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 2U);
+  EXPECT_EQ(commands[1], (std::vector<std::string>{"scancel", "4242"}));
+  tick(m, last + 130 * kSec);
+  EXPECT_EQ(commands.size(), 2U);
+  const LiveRecord cancelled = record(m);
+  EXPECT_EQ(cancelled.action, "cancel");
+  EXPECT_EQ(cancelled.action_usec, last + 125 * kSec);
+  EXPECT_TRUE(cancelled.action_error.empty());
+  EXPECT_EQ(m.stats().actions.at("cancel"), 1U);
+}
+
+TEST_F(LiveLoop, ARequeueSlurmWouldRefuseIsOnlyRecorded) {
+  on_loop([this] { register_job("requeue"); });  // the same job, registered asking for requeue
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 1U);  // the AdminComment only
+  EXPECT_EQ(commands[0][1], "update");
+  const LiveRecord r = record(m);
+  EXPECT_EQ(r.action, "notify");
+  EXPECT_NE(r.action_reason.find("Slurm requeues only batch jobs that allow requeue"),
+            std::string::npos)
+      << r.action_reason;
+}
+
+TEST_F(LiveLoop, ARequeueableJobIsRequeuedAfterTwiceTheThreshold) {
+  on_loop([this] { register_job("requeue"); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);  // flagged and, at 2x the threshold already, requeued
+  ASSERT_EQ(commands.size(), 2U);
+  EXPECT_EQ(commands[1], (std::vector<std::string>{"scontrol", "requeue", "4242"}));
+  EXPECT_EQ(record(m).action, "requeue");
+  EXPECT_EQ(m.stats().actions.at("requeue"), 1U);
+}
+
+TEST_F(LiveLoop, AJobThatIsNotRunningAnyMoreIsNotFlagged) {
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  state = "SUSPENDED";
+  tick(m, last + 65 * kSec);
+  EXPECT_EQ(record(m).flagged_usec, 0);
+  EXPECT_TRUE(commands.empty());
+}
+
+TEST_F(LiveLoop, AFailureLineIsAnEarlyWarningAtOnceAndTheJobIsLeftAlone) {
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 5);
+  append(kWatchdog);
+  tick(m, last + kSec);
+  const LiveRecord r = record(m);
+  ASSERT_EQ(r.warnings.size(), 1U);
+  EXPECT_EQ(r.warnings[0].line, 6);
+  EXPECT_EQ(r.warnings[0].text + "\n", kWatchdog);
+  EXPECT_EQ(r.flagged_usec, 0);
+  EXPECT_TRUE(commands.empty());
+  EXPECT_EQ(m.stats().early_warnings, 1U);
+  // Saved at once: the spool holds it.
+  const auto saved = latest_live_entry(node.spool().read_job(kJob));
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->record.warnings.size(), 1U);
+}
+
+TEST_F(LiveLoop, ARestartedAgentResumesFromTheSavedOffsetWithTheSameRecord) {
+  LiveMonitor& first = new_monitor();
+  const int64_t last = steps_every_second(first, 30);
+  tick(first, last + 65 * kSec);  // flagged, saved
+  const uint64_t size = std::filesystem::file_size(log);
+
+  LiveMonitor& second = new_monitor();
+  tick(second, last + 70 * kSec);
+  const LiveRecord r = record(second);
+  EXPECT_EQ(r.flagged_usec, last + 65 * kSec);
+  const auto saved = latest_live_entry(node.spool().read_job(kJob));
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->follow.offset, size);
+  // Nothing is flagged twice after the restart; the next step line numbers on.
+  append(kWatchdog);
+  tick(second, last + 75 * kSec);
+  ASSERT_EQ(record(second).warnings.size(), 1U);
+  EXPECT_EQ(record(second).warnings[0].line, 31);
+  EXPECT_EQ(second.stats().hangs, 0U);
+}
+
+TEST_F(LiveLoop, AnEndedJobIsNoLongerFollowedAndItsRecordStaysForTheFinalReport) {
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  on_loop([&] {
+    node.jobs().apply(
+        parse_lifecycle(testing::lifecycle("job_end", kJob, "m3", {{"time_usec", last}})), last);
+  });
+  tick(m, last + 70 * kSec);
+  EXPECT_EQ(m.followed(), 0U);
+  EXPECT_EQ(record(m).flagged_usec, last + 65 * kSec);
+}
+
+}  // namespace
+}  // namespace triage::agent

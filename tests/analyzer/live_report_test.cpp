@@ -1,0 +1,148 @@
+// The agent's live record in the report: the interim `hang (live)` report while the job runs, and
+// the post-mortem's account of the flag and the early cancel once it has ended.
+#include "analyzer/live_report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analyzer/diagnosis.h"
+#include "analyzer/report_render.h"
+#include "common/time_util.h"
+#include "test_support.h"
+
+namespace triage {
+namespace {
+
+constexpr int64_t kSec = 1000000;
+constexpr int64_t kStart = 1795255200;  // 2026-11-21 10:00:00 UTC
+
+std::string steps(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    s += "0: completed step: " + std::to_string(i) + ", seconds: 1.000\n";
+  return s;
+}
+
+LiveRecord flagged_at_step_29() {
+  LiveRecord r;
+  r.followed_since_usec = kStart * kSec;
+  r.flagged_usec = (kStart + 95) * kSec;
+  r.step = 29;
+  r.step_line = 30;
+  r.last_step_usec = (kStart + 29) * kSec;
+  r.silence_s = 66;
+  r.threshold_s = 60;
+  r.basis =
+      "stalled: 66 s since step 29 (line 30); allowed 60 s = max(10 x 1.0 s step time, 60 s "
+      "minimum)";
+  r.action = "notify";
+  r.action_reason = "no step for 66 s (threshold 60 s); recorded, the job is left running";
+  r.action_usec = r.flagged_usec;
+  r.warnings.push_back({"nccl-timeout", 12, "[Rank 2] Watchdog caught collective operation timeout",
+                        (kStart + 12) * kSec});
+  return r;
+}
+
+Evidence evidence_with(const LiveRecord& live, const std::string& state) {
+  Evidence ev;
+  ev.job.job_id = 4242;
+  ev.job.state = state;
+  ev.job.start_time = kStart;
+  ev.job.time_limit_sec = 3600;
+  ev.job.gpus = 8;
+  ev.live = live;
+  return ev;
+}
+
+Triage diagnosed(const Evidence& ev, int64_t now_s) {
+  static ScanResult scan;
+  scan = test::scan_text(steps(30));
+  DiagnosisInput in;
+  in.catalog = &test::shipped_catalog();
+  in.scan = &scan;
+  in.evidence = &ev;
+  in.slurm_state = ev.job.state;
+  in.slurm_state_source = "evidence";
+  in.now_usec = now_s * kSec;
+  in.log_path = "slurm-4242.out";
+  in.job_id = 4242;
+  return diagnose(in);
+}
+
+TEST(LiveReport, AFlaggedRunningJobGetsTheInterimHangReport) {
+  const Triage t = diagnosed(evidence_with(flagged_at_step_29(), "RUNNING"), kStart + 100);
+  EXPECT_EQ(t.status, kStatusHanging);
+  EXPECT_EQ(t.status_reason.rfind("flagged live by the batch host's agent: stalled: 66 s", 0), 0U)
+      << t.status_reason;
+  const std::string md = render_markdown(t);
+  EXPECT_NE(md.find("**Status:** hang (live)"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Live hang detection"), std::string::npos);
+  EXPECT_NE(md.find("after step 29 (line 30)"), std::string::npos) << md;
+  EXPECT_NE(md.find("nccl-timeout ` at line 12"), std::string::npos) << md;
+  const auto j = triage_to_json(t);
+  EXPECT_EQ(j["status"], "hanging");
+  EXPECT_EQ(j["live"], true);
+  EXPECT_EQ(j["flagged_at"], format_utc((kStart + 95) * kSec));
+  EXPECT_EQ(j["live_record"]["step"], 29);
+}
+
+TEST(LiveReport, AJobThatResumedIsNotReportedHanging) {
+  LiveRecord r = flagged_at_step_29();
+  r.resumed_usec = (kStart + 200) * kSec;
+  const Triage t = diagnosed(evidence_with(r, "RUNNING"), kStart + 201);
+  EXPECT_NE(t.status, kStatusHanging);
+  const auto j = triage_to_json(t);
+  EXPECT_EQ(j["live"], false);
+  EXPECT_NE(j["live_record"]["summary"].get<std::string>().find("Steps came again"),
+            std::string::npos);
+}
+
+TEST(LiveReport, AnEarlyCancelIsReportedWithItsStepAndTheGpuHoursItSaved) {
+  LiveRecord r = flagged_at_step_29();
+  r.action = "cancel";
+  r.action_usec = (kStart + 600) * kSec;  // 50 minutes of the hour's limit left, 8 GPUs
+  r.action_reason = "cancel as the user asked, after twice the threshold without a node fact";
+  const Triage t = diagnosed(evidence_with(r, "CANCELLED"), kStart + 700);
+  EXPECT_EQ(t.status, kStatusCancelled);
+  EXPECT_NE(t.status_reason.find("cancelled as hung by slurm-triage at step 29"), std::string::npos)
+      << t.status_reason;
+  ASSERT_TRUE(t.live && t.live->gpu_hours_saved);
+  EXPECT_NEAR(*t.live->gpu_hours_saved, 8 * 50.0 / 60, 1e-9);
+  const std::string md = render_markdown(t);
+  EXPECT_NE(md.find("It was cancelled as hung by slurm-triage (--triage-on-hang=cancel)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(
+      md.find("at step 29; the early cancel left 0.83 h of its time limit unused, saving 6.67 "
+              "GPU-hours against its time limit"),
+      std::string::npos)
+      << md;
+  const auto j = triage_to_json(t);
+  EXPECT_EQ(j["live"], false);
+  EXPECT_NEAR(j["live_record"]["gpu_hours_saved"].get<double>(), 6.6667, 1e-3);
+}
+
+TEST(LiveReport, ARecordWithoutAFlagOrWarningsAddsNoSection) {
+  LiveRecord r;
+  r.followed_since_usec = kStart * kSec;
+  const Triage t = diagnosed(evidence_with(r, "COMPLETED"), kStart + 100);
+  EXPECT_EQ(render_markdown(t).find("### Live hang detection"), std::string::npos);
+  EXPECT_EQ(triage_to_json(t)["flagged_at"], nullptr);
+}
+
+TEST(LiveReport, TheEvidenceCarriesTheRecordBothWays) {
+  const Evidence ev = evidence_with(flagged_at_step_29(), "RUNNING");
+  const Evidence back = parse_evidence(nlohmann::json(ev).dump(), "test");
+  ASSERT_TRUE(back.live);
+  EXPECT_EQ(back.live->step, 29);
+  EXPECT_EQ(back.live->warnings.size(), 1U);
+  EXPECT_EQ(back.job.time_limit_sec, 3600);
+  EXPECT_EQ(back.job.gpus, 8);
+  nlohmann::json bad = ev;
+  bad["live"]["action"] = "reboot";
+  EXPECT_THROW(parse_evidence(bad.dump(), "test"), InputError);
+}
+
+}  // namespace
+}  // namespace triage
