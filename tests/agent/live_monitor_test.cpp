@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/job_table.h"
+#include "common/safe_io.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
 
@@ -135,10 +136,9 @@ class LiveLoop : public ::testing::Test {
   }
 
   void append(const std::string& text) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    ::close(fd);
+    const UniqueFd fd(::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    EXPECT_EQ(::write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
   }
 
   // Steps [0, n) printed one a second, each read by the poll of that second; the last one's time.

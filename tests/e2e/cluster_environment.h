@@ -46,6 +46,17 @@ class ClusterEnvironment : public ::testing::Environment {
     return *(env)->cluster();                                    \
   }())
 
+#if defined(SPANK_TRIAGE_SO) && defined(SLURM_TRIAGE_AGENT) && defined(SLURM_TRIAGE_CLI)
+// A cluster running this build's plugin, agent and analyzer (the paths CMake gives the binary).
+inline ClusterOptions this_build_cluster() {
+  ClusterOptions options;
+  options.plugin = SPANK_TRIAGE_SO;
+  options.agent = SLURM_TRIAGE_AGENT;
+  options.analyzer = SLURM_TRIAGE_CLI;
+  return options;
+}
+#endif
+
 // main() of a real-Slurm test binary: without root it reports "skipped" (CTest's
 // SKIP_RETURN_CODE 77); otherwise every test runs against one cluster, reachable through `*env`.
 inline int run_with_cluster(int argc, char** argv, const char* name, const ClusterOptions& options,

@@ -112,10 +112,7 @@ TEST(Live, AJobThatAskedForCancelIsCancelledAndItsReportSaysSo) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  triage::testing::ClusterOptions options;
-  options.plugin = SPANK_TRIAGE_SO;
-  options.agent = SLURM_TRIAGE_AGENT;
-  options.analyzer = SLURM_TRIAGE_CLI;
+  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   options.plugin_args =
       "socket=@TRIAGE@/run/agent.sock inbox=@TRIAGE@/spool/inbox hang_action=allow";
   options.agent_settings = {

@@ -163,11 +163,8 @@ int main(int argc, char** argv) {
                        "(scripts/install-deps installs them); skipped\n");
     return 77;
   }
-  triage::testing::ClusterOptions options;
-  options.plugin = SPANK_TRIAGE_SO;
+  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   options.plugin_more = "requeue=allow";
-  options.agent = SLURM_TRIAGE_AGENT;
-  options.analyzer = SLURM_TRIAGE_CLI;
   options.nodes = 2;
   options.accounting = true;
   options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",

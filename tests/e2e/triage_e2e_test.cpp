@@ -281,10 +281,7 @@ TEST(Triage, AHungAgentCostsJobsNothingAndCatchesUpWhenItWakes) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  triage::testing::ClusterOptions options;
-  options.plugin = SPANK_TRIAGE_SO;
-  options.agent = SLURM_TRIAGE_AGENT;
-  options.analyzer = SLURM_TRIAGE_CLI;
+  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   // The kernel log the OOM test writes to; the agent follows it.
   options.agent_settings = {"KernelSource=file", "KernelPath=@STATE@/kernel.log",
                             "EvidenceSettleDelay=1s"};

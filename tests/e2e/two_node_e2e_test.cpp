@@ -72,10 +72,7 @@ TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  triage::testing::ClusterOptions options;
-  options.plugin = SPANK_TRIAGE_SO;
-  options.agent = SLURM_TRIAGE_AGENT;
-  options.analyzer = SLURM_TRIAGE_CLI;
+  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   options.nodes = 2;
   options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s"};
   return triage::testing::run_with_cluster(argc, argv, "two_node_e2e_tests", options,
