@@ -53,7 +53,8 @@ std::string word(std::string_view s, std::string_view fallback) {
 std::string nodes_value(const std::vector<std::string>& nodes, size_t keep) {
   const std::vector<std::string> kept(nodes.begin(), nodes.begin() + static_cast<long>(keep));
   std::string v = encode(compress_hostlist(kept));
-  if (keep < nodes.size()) v += "+" + std::to_string(nodes.size() - keep);
+  // Appended piece by piece, not "+" + string: GCC bug 105651 at -O3 (a false -Wrestrict).
+  if (keep < nodes.size()) v.append("+").append(std::to_string(nodes.size() - keep));
   return v;
 }
 
