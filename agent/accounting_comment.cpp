@@ -96,13 +96,18 @@ void AccountingComments::open() {
     retry_later(id);
 }
 
-void AccountingComments::submit(uint64_t job_id, const std::string& summary) {
-  if (!enabled()) return;
+uint64_t AccountingComments::begin(uint64_t job_id, const std::string& summary) {
   Pending& p = pending_[job_id];
   p.summary = summary;
   p.first_usec = now_usec();
   p.tries = 0;
   p.generation = ++generation_;
+  return p.generation;
+}
+
+void AccountingComments::submit(uint64_t job_id, const std::string& summary) {
+  if (!enabled()) return;
+  begin(job_id, summary);
   save();
   attempt(job_id);
 }
@@ -110,12 +115,7 @@ void AccountingComments::submit(uint64_t job_id, const std::string& summary) {
 void AccountingComments::record_try(uint64_t job_id, const std::string& summary,
                                     const CommentWrite& result) {
   if (!enabled()) return;
-  Pending& p = pending_[job_id];
-  p.summary = summary;
-  p.first_usec = now_usec();
-  p.tries = 0;
-  p.generation = ++generation_;
-  finish(job_id, p.generation, result);
+  finish(job_id, begin(job_id, summary), result);
 }
 
 void AccountingComments::attempt(uint64_t job_id) {

@@ -84,6 +84,9 @@ class AccountingComments {
     uint64_t generation = 0;  // a newer submit makes an older try's answer stale
   };
 
+  // Makes `summary` the job's pending write, its first try now (a newer generation than any
+  // answer still on its way); returns that generation.
+  uint64_t begin(uint64_t job_id, const std::string& summary);
   void attempt(uint64_t job_id);
   void finish(uint64_t job_id, uint64_t generation, const CommentWrite& result);
   void retry_later(uint64_t job_id);
