@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent/agent_metrics.h"
+#include "agent/peer_evidence.h"
 #include "common/build_config.h"
 #include "common/time_util.h"
 
@@ -241,6 +242,17 @@ LiveMonitor::Hooks Agent::live_hooks() {
   h.run_command = slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms));
   h.own_evidence = [this](const JobRecord& j, int64_t start, int64_t end) {
     return node_evidence(j, start, end);
+  };
+  h.remote_evidence = [this](const JobFacts& facts, int64_t /*stalled_since_usec*/,
+                             int64_t now_usec) {
+    RemoteEvidence r;
+    PeerFetchOptions fetch;
+    fetch.munge_socket = cfg_.munge_socket;
+    fetch.timeout_ms = cfg_.peer_fetch_timeout_ms;
+    r.peers = fetch_peer_evidence(slurm_, facts.job_id, facts.nodes,
+                                  EvidenceWindow{facts.start_time, now_usec / 1000000},
+                                  cfg_.node_name, opts_.peer_url, fetch);
+    return r;
   };
   return h;
 }

@@ -6,6 +6,7 @@
 
 #include "agent/job_end.h"
 #include "agent/peer_client.h"
+#include "agent/peer_evidence.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -58,56 +59,6 @@ JobFacts job_facts(SharedSlurm& slurm, uint64_t job_id, const JobFacts& epilog) 
                  error.empty() ? "no client" : error);
     return epilog;
   });
-}
-
-// One request per other node of the job, for its evidence in the job's window. Slurm reaches a
-// node at its NodeAddr, which need not be a name DNS knows (several slurmd per host, private
-// fabrics); the peer agent listens there too.
-std::vector<PeerRequest> peer_requests(SharedSlurm& slurm, uint64_t job_id, const JobFacts& facts,
-                                       const std::string& self,
-                                       const JobEndPipeline::PeerUrl& peer_url) {
-  std::string target = "/v1/jobs/" + std::to_string(job_id) + "/events";
-  if (facts.start_time != 0 || facts.end_time != 0) {
-    target +=
-        "?start=" + std::to_string(facts.start_time) + "&end=" + std::to_string(facts.end_time);
-  }
-  std::map<std::string, std::string> addresses;
-  if (slurm.present() && facts.nodes.size() > 1) {
-    slurm.with([&](SlurmClient* c) {
-      std::string error;
-      addresses = c->node_addresses(facts.nodes, error);
-      if (!error.empty()) {
-        spdlog::info("job {}: node addresses unavailable ({}); reaching peers by name", job_id,
-                     error);
-      }
-    });
-  }
-  std::vector<PeerRequest> requests;
-  for (const std::string& node : facts.nodes) {
-    if (node == self) continue;
-    const auto addr = addresses.find(node);
-    requests.push_back({node, peer_url(addr != addresses.end() ? addr->second : node), target});
-  }
-  return requests;
-}
-
-NodeEvidence peer_evidence(const PeerResponse& r) {
-  NodeEvidence n;
-  n.host = r.host;
-  if (!r.ok) {
-    n.reachable = false;
-    n.error = r.error;
-    return n;
-  }
-  try {
-    n = node_evidence_from_json(nlohmann::json::parse(r.body), r.host);
-    n.host = r.host;
-    n.reachable = true;
-  } catch (const std::exception& e) {
-    n.reachable = false;
-    n.error = std::string("unusable answer: ") + e.what();
-  }
-  return n;
 }
 
 // The evidence handed to the analyzer: every node of the job in the job's order, this node's own
@@ -209,7 +160,9 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
   const bool submitted = workers_.submit([this, job_id, epilog, self, peer_url, fetch] {
     // On a worker: slurmctld, peers and the passwd database may all be slow.
     const JobFacts facts = job_facts(slurm_, job_id, epilog);
-    const std::vector<PeerRequest> requests = peer_requests(slurm_, job_id, facts, self, peer_url);
+    const std::vector<PeerRequest> requests =
+        peer_requests(slurm_, job_id, facts.nodes, EvidenceWindow{facts.start_time, facts.end_time},
+                      self, peer_url);
     std::vector<NodeEvidence> peers;
     for (const PeerResponse& r : fetch_from_peers(requests, fetch))
       peers.push_back(peer_evidence(r));

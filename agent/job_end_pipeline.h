@@ -30,6 +30,7 @@
 #include "agent/kernel_ingest.h"
 #include "agent/node_state.h"
 #include "agent/outcome_record.h"
+#include "agent/peer_evidence.h"
 #include "agent/shared_slurm.h"
 #include "agent/worker_pool.h"
 #include "common/model.h"
@@ -39,8 +40,7 @@ namespace triage::agent {
 
 class JobEndPipeline {
  public:
-  // Base URL of a peer's HTTP endpoint from its address.
-  using PeerUrl = std::function<std::string(const std::string& node)>;
+  using PeerUrl = agent::PeerUrl;
   // This node's evidence for a job in a window (usec; 0: the job's own).
   using OwnEvidence =
       std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>;

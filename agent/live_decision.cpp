@@ -11,15 +11,20 @@ bool should_follow(const JobRecord& job) {
   return !job.ended && triage_on && job.uid.has_value() && job.batch_here;
 }
 
-Corroboration corroborate(uint64_t dstate_tasks, const std::string& self,
-                          const std::vector<NodeEvidence>& nodes, int64_t since_usec) {
+bool remote_evidence_due(int64_t asked_usec, int64_t now_usec, int64_t interval_usec) {
+  return asked_usec == 0 || now_usec - asked_usec >= interval_usec;
+}
+
+Corroboration corroborate(const std::vector<NodeEvidence>& nodes, int64_t since_usec,
+                          const RemoteEvidence& remote) {
   Corroboration c;
-  c.dstate_tasks = dstate_tasks;
-  if (dstate_tasks > 0) {
-    c.lines.push_back(self + ": " + std::to_string(dstate_tasks) +
-                      " of the job's tasks in D state (uninterruptible sleep)");
-  }
   for (const NodeEvidence& n : nodes) {
+    if (!n.reachable) continue;
+    if (n.job_dstate > 0) {
+      c.dstate_tasks += n.job_dstate;
+      c.lines.push_back(n.host + ": " + std::to_string(n.job_dstate) +
+                        " of the job's tasks in D state (uninterruptible sleep)");
+    }
     for (const KernelEvent& e : n.events) {
       if (e.severity < Severity::kWarning) continue;
       const int64_t at = std::max(e.time_usec, e.last_usec);
@@ -28,6 +33,12 @@ Corroboration corroborate(uint64_t dstate_tasks, const std::string& self,
       c.lines.push_back(n.host + ": kernel " + e.kind +
                         (e.summary.empty() ? std::string() : ": " + e.summary));
     }
+  }
+  if (remote.busy_wait) {
+    c.busy_wait = true;
+    c.lines.push_back(remote.busy_wait_line.empty()
+                          ? std::string("cluster Prometheus: GPUs busy at idle-level power")
+                          : remote.busy_wait_line);
   }
   return c;
 }
@@ -49,6 +60,13 @@ size_t add_warnings(LiveRecord& record, const std::vector<EarlyWarning>& seen, i
 
 void flag_stall(LiveRecord& record, const StallVerdict& v, const Corroboration& c,
                 int64_t now_usec) {
+  if (record.flagged_usec != 0) {
+    record.earlier_stalls.push_back(
+        {record.flagged_usec, record.step, record.silence_s, record.resumed_usec});
+    if (record.earlier_stalls.size() > kMaxEarlierStalls)
+      record.earlier_stalls.erase(record.earlier_stalls.begin());
+  }
+  ++record.stalls;
   record.flagged_usec = now_usec;
   record.step = v.last_step;
   record.step_line = v.last_step_line;
@@ -58,6 +76,10 @@ void flag_stall(LiveRecord& record, const StallVerdict& v, const Corroboration& 
   record.basis = v.basis;
   record.corroboration = c.lines;
   record.resumed_usec = 0;
+}
+
+bool stall_unflagged(const LiveRecord& record) {
+  return record.flagged_usec == 0 || record.resumed_usec != 0;
 }
 
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec) {
@@ -76,8 +98,8 @@ HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const Stall
   f.threshold_s = v.threshold_s;
   f.dstate_tasks = static_cast<int>(std::min<uint64_t>(c.dstate_tasks, 1u << 30));
   f.kernel_events = static_cast<int>(std::min<uint64_t>(c.kernel_events, 1u << 30));
-  f.busy_wait = false;  // the cluster-Prometheus corroboration is not wired into the agent yet
-  f.notified = record.flagged_usec != 0;
+  f.busy_wait = c.busy_wait;
+  f.notified = !stall_unflagged(record);
   f.acted = record.action == "cancel" || record.action == "requeue";
   f.batch = batch;
   f.requeueable = requeueable;

@@ -23,18 +23,37 @@ namespace triage::agent {
 // or full), its owner is known and its batch step runs here (the batch host writes the log).
 bool should_follow(const JobRecord& job);
 
-// The node facts that back a stall verdict.
+// The facts that back a stall verdict.
 struct Corroboration {
-  uint64_t dstate_tasks = 0;       // the job's tasks in D state (this node's sampler)
+  uint64_t dstate_tasks = 0;       // the job's tasks in D state, on all of its nodes
   uint64_t kernel_events = 0;      // kernel events of warning severity or worse during the job
+  bool busy_wait = false;          // the cluster Prometheus shows its GPUs spinning at idle power
   std::vector<std::string> lines;  // one per fact, for the record and the report
 };
 
-// Contract: the job's D-state tasks on this node, plus every kernel event of warning severity or
-// worse attributed to the job on any of `nodes` at or after `since_usec` (informational events
-// back nothing); each fact gets one line naming its node.
-Corroboration corroborate(uint64_t dstate_tasks, const std::string& self,
-                          const std::vector<NodeEvidence>& nodes, int64_t since_usec);
+// What the job's other nodes and the cluster Prometheus said when last asked (off the loop, at
+// most every kRemoteEvidenceIntervalUsec while the job is stalled).
+struct RemoteEvidence {
+  int64_t asked_usec = 0;           // 0: never asked
+  std::vector<NodeEvidence> peers;  // the job's other nodes; an unreachable one carries its error
+  bool busy_wait = false;           // playbook 1's busy-wait signature on the job's nodes
+  std::string busy_wait_line;       // the probe's sentence when it found the signature
+};
+
+// Peers and the Prometheus are asked again after this long (a 256-node job must not be asked
+// every 5 s poll while it stays stalled).
+inline constexpr int64_t kRemoteEvidenceIntervalUsec = int64_t{60} * 1000000;
+
+// Contract: the other nodes and the Prometheus are asked when they never were for this job, or
+// `interval_usec` has passed since they were.
+bool remote_evidence_due(int64_t asked_usec, int64_t now_usec, int64_t interval_usec);
+
+// Contract: the job's D-state tasks on each reachable node of `nodes` (NodeEvidence::job_dstate),
+// every kernel event of warning severity or worse attributed to the job on them at or after
+// `since_usec` (informational events back nothing), and the busy-wait signature when the remote
+// evidence found it; each fact gets one line naming its node (or the Prometheus).
+Corroboration corroborate(const std::vector<NodeEvidence>& nodes, int64_t since_usec,
+                          const RemoteEvidence& remote = {});
 
 // At most this many early warnings are kept per job (one per class, the first ones).
 inline constexpr size_t kMaxLiveWarnings = 16;
@@ -44,10 +63,19 @@ inline constexpr size_t kMaxLiveWarnings = 16;
 size_t add_warnings(LiveRecord& record, const std::vector<EarlyWarning>& seen, int64_t now_usec,
                     size_t max_text = 1024);
 
+// At most this many earlier stalls (flagged, then resumed) are kept per job, the latest ones.
+inline constexpr size_t kMaxEarlierStalls = 8;
+
 // Contract: the record of a stall flagged at `now_usec` from `v` (the step, silence, threshold
-// and basis), with its corroboration lines; warnings and the follow start are kept.
+// and basis), with its corroboration lines; a stall flagged before and resumed moves to
+// `earlier_stalls` (the latest kMaxEarlierStalls kept), and warnings, the follow start and the
+// action taken are kept.
 void flag_stall(LiveRecord& record, const StallVerdict& v, const Corroboration& c,
                 int64_t now_usec);
+
+// Contract: a stall is to be flagged when none is flagged now: never before, or the last one
+// resumed.
+bool stall_unflagged(const LiveRecord& record);
 
 // Contract: a flagged job resumed when steps arrive after its flag (recorded once).
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec);

@@ -179,42 +179,54 @@ void LiveMonitor::on_poll(LiveObservation obs) {
   if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at_usec);
 }
 
-Corroboration LiveMonitor::corroboration(uint64_t job_id, const Followed& f, int64_t now_usec) {
-  uint64_t dstate = 0;
-  if (const auto& d = node_.dstate()) {
-    const auto it = d->by_job.find(job_id);
-    if (it != d->by_job.end()) dstate = it->second;
-  }
-  std::vector<NodeEvidence> nodes;
-  const int64_t start_usec = f.facts.start_time * 1000000;
-  if (const JobRecord* j = node_.jobs().find(job_id)) {
-    nodes.push_back(hooks_.own_evidence(*j, start_usec, now_usec));
-  }
-  return corroborate(dstate, cfg_.node_name, nodes, start_usec);
+NodeEvidence LiveMonitor::own_evidence(uint64_t job_id, const Followed& f, int64_t now_usec) {
+  NodeEvidence own;
+  own.host = cfg_.node_name;
+  if (const JobRecord* j = node_.jobs().find(job_id))
+    own = hooks_.own_evidence(*j, f.facts.start_time * 1000000, now_usec);
+  return own;
+}
+
+HangDecision LiveMonitor::decide(const JobRecord& job, const Followed& f, const StallVerdict& v,
+                                 const Corroboration& c) const {
+  return decide_hang_action(
+      hang_facts(job, f.record, v, c, /*batch=*/true, f.facts.requeue_allowed));
 }
 
 void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec) {
   const JobRecord* j = node_.jobs().find(job_id);
   if (j == nullptr) return;
-  const Corroboration c = corroboration(job_id, f, now_usec);
-  HangDecision d =
-      decide_hang_action(hang_facts(*j, f.record, v, c, /*batch=*/true, f.facts.requeue_allowed));
-  if (d.outcome == HangOutcome::kNone) return;
+  NodeEvidence own = own_evidence(job_id, f, now_usec);
+  const int64_t since = f.facts.start_time * 1000000;
+  std::vector<NodeEvidence> nodes = f.remote.peers;
+  nodes.insert(nodes.begin(), own);
+  if (decide(*j, f, v, corroborate(nodes, since, f.remote)).outcome == HangOutcome::kNone) return;
   // Slurm's word that the job still runs comes first (a suspended job prints nothing either), and
-  // with it the AdminComment as it stands now.
+  // with it the AdminComment as it stands now; the other nodes and the Prometheus are asked at
+  // most once a minute.
+  const bool ask_remote = hooks_.remote_evidence &&
+                          remote_evidence_due(f.remote.asked_usec, now_usec,
+                                              kRemoteEvidenceIntervalUsec);
   f.busy = true;
-  hooks_.offload([this, job_id, v, c, d = std::move(d), now_usec]() -> std::function<void()> {
+  hooks_.offload([this, job_id, v, own = std::move(own), ask_remote, known = f.facts,
+                  now_usec]() -> std::function<void()> {
     std::string error;
     std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
     if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
-    return [this, job_id, v, c, d, facts = std::move(facts), now_usec]() mutable {
-      carry_out(job_id, v, c, d, std::move(facts), now_usec);
+    std::optional<RemoteEvidence> remote;
+    if (facts && facts->state == "RUNNING" && ask_remote) {
+      remote = hooks_.remote_evidence(*facts, v.last_step_usec, now_usec);
+      remote->asked_usec = now_usec;
+    }
+    return [this, job_id, v, own, facts = std::move(facts), remote = std::move(remote),
+            now_usec]() mutable {
+      carry_out(job_id, v, own, std::move(facts), std::move(remote), now_usec);
     };
   });
 }
 
-void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
-                            const HangDecision& d, std::optional<JobFacts> facts,
+void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEvidence& own,
+                            std::optional<JobFacts> facts, std::optional<RemoteEvidence> remote,
                             int64_t now_usec) {
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
@@ -227,24 +239,44 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const Corrob
     return;
   }
   f.facts = std::move(*facts);
-  if (f.record.flagged_usec == 0) {
-    flag_stall(f.record, v, c, now_usec);
-    f.record.action = "notify";
-    f.record.action_reason = d.reason;
-    f.record.action_usec = now_usec;
-    ++stats_.hangs;
-    stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, 0, now_usec);
-    f.gpu_counted_usec = now_usec;
-    spdlog::warn("job {}: hang (live) at step {}: {}{}", job_id, v.last_step, v.basis,
-                 c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
-    save(job_id, f, now_usec);
-    set_comment(job_id, f);
-    write_interim_report(job_id, f, now_usec);
+  if (remote) {
+    for (const NodeEvidence& p : remote->peers) {
+      if (!p.reachable) spdlog::warn("job {}: no live evidence from {}: {}", job_id, p.host, p.error);
+    }
+    f.remote = std::move(*remote);
   }
+  const JobRecord* j = node_.jobs().find(job_id);
+  if (j == nullptr) return;
+  std::vector<NodeEvidence> nodes = f.remote.peers;
+  nodes.insert(nodes.begin(), own);
+  const Corroboration c = corroborate(nodes, f.facts.start_time * 1000000, f.remote);
+  const HangDecision d = decide(*j, f, v, c);
+  if (d.outcome == HangOutcome::kNone) return;
+  if (stall_unflagged(f.record)) flag(job_id, f, v, c, d, now_usec);
   if (d.outcome == HangOutcome::kCancel || d.outcome == HangOutcome::kRequeue) {
     f.record.action_reason = d.reason;
     act(job_id, d.outcome, now_usec);
   }
+}
+
+void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
+                       const HangDecision& d, int64_t now_usec) {
+  flag_stall(f.record, v, c, now_usec);
+  // A cancel or requeue already issued stays the record's action: it is never issued twice.
+  if (f.record.action.empty() || f.record.action == "notify") {
+    f.record.action = "notify";
+    f.record.action_reason = d.reason;
+    f.record.action_usec = now_usec;
+  }
+  ++stats_.hangs;
+  stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, 0, now_usec);
+  f.gpu_counted_usec = now_usec;
+  spdlog::warn("job {}: hang (live) at step {}{}: {}{}", job_id, v.last_step,
+               f.record.stalls > 1 ? " (stall " + std::to_string(f.record.stalls) + ")" : "",
+               v.basis, c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
+  save(job_id, f, now_usec);
+  set_comment(job_id, f);
+  write_interim_report(job_id, f, now_usec);
 }
 
 void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, int64_t now_usec) {
@@ -301,6 +333,7 @@ void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f, int64
   ev.job = f.facts;
   ev.report_path = expand_report_path(cfg_.report_path, f.facts);
   ev.nodes.push_back(hooks_.own_evidence(*j, f.facts.start_time * 1000000, now_usec));
+  ev.nodes.insert(ev.nodes.end(), f.remote.peers.begin(), f.remote.peers.end());
   ev.live = f.record;
   AnalysisRequest req;
   req.job_id = job_id;

@@ -1,7 +1,8 @@
 // The batch host's live loop (issue 15): every few seconds, each running job with triage on whose
 // batch step runs here has its log followed as its owner (agent/live_job.h, on a worker), its
 // early warnings recorded at once, and its stall judged. A stall, confirmed RUNNING by slurmctld,
-// is recorded with its corroboration (the job's D-state tasks, kernel events during the job), gets
+// is recorded with its corroboration (the job's D-state tasks and kernel events on its nodes, the
+// busy-wait signature in the cluster Prometheus), gets
 // an interim `hang (live)` report written by the analyzer as the owner (the job-end path's
 // AnalysisRunner), the job's AdminComment (agent/hang_comment.h), the metrics, and then whatever
 // decide_hang_action allows (scancel or scontrol requeue, agent/hang_commands.h). Each job's live
@@ -48,6 +49,11 @@ class LiveMonitor {
     // This node's evidence for a job in a window (usec).
     std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>
         own_evidence;
+    // What the job's other nodes and the cluster Prometheus say now (blocking: run offloaded);
+    // `stalled_since_usec` is the job's last step. Unset: nothing beyond this node is asked.
+    std::function<RemoteEvidence(const JobFacts& facts, int64_t stalled_since_usec,
+                                 int64_t now_usec)>
+        remote_evidence;
   };
 
   struct Stats {
@@ -100,6 +106,7 @@ class LiveMonitor {
     uint64_t saved_offset = 0;
     int64_t gpu_counted_usec = 0;
     std::string last_error;
+    RemoteEvidence remote;  // the last answer of the job's other nodes and the Prometheus
   };
 
   void start(uint64_t job_id, const JobRecord& job, int64_t now_usec);
@@ -108,14 +115,19 @@ class LiveMonitor {
   void poll(uint64_t job_id, Followed& f, int64_t now_usec);
   void on_poll(LiveObservation obs);
   void judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec);
-  void carry_out(uint64_t job_id, const StallVerdict& v, const Corroboration& c,
-                 const HangDecision& d, std::optional<JobFacts> facts, int64_t now_usec);
+  void carry_out(uint64_t job_id, const StallVerdict& v, const NodeEvidence& own,
+                 std::optional<JobFacts> facts, std::optional<RemoteEvidence> remote,
+                 int64_t now_usec);
+  void flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
+            const HangDecision& d, int64_t now_usec);
   void act(uint64_t job_id, HangOutcome outcome, int64_t now_usec);
   void set_comment(uint64_t job_id, const Followed& f);
   void write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec);
   void save(uint64_t job_id, Followed& f, int64_t now_usec);
   void stop(uint64_t job_id, int64_t now_usec);
-  Corroboration corroboration(uint64_t job_id, const Followed& f, int64_t now_usec);
+  NodeEvidence own_evidence(uint64_t job_id, const Followed& f, int64_t now_usec);
+  HangDecision decide(const JobRecord& job, const Followed& f, const StallVerdict& v,
+                      const Corroboration& c) const;
 
   const AgentConfig& cfg_;
   NodeState& node_;

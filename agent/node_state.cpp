@@ -352,7 +352,11 @@ NodeEvidence NodeState::evidence(const JobRecord& job, int64_t start_usec, int64
   opt.now_usec = now_usec();
   n.events = events_for_job(events_, job, window, jobs_, opt);
   n.verdict = verdict;
-  if (dstate_) n.dstate = dstate_->summary();
+  if (dstate_) {
+    n.dstate = dstate_->summary();
+    const auto mine = dstate_->by_job.find(job.job_id);
+    if (mine != dstate_->by_job.end()) n.job_dstate = mine->second;
+  }
   return n;
 }
 

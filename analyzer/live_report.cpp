@@ -46,6 +46,26 @@ std::string action_sentence(const LiveRecord& r, const std::optional<double>& ho
   return "";  // notify: the decision's reason is shown beside the basis
 }
 
+// The stalls flagged before this one, each of which resumed.
+std::string earlier_sentence(const LiveRecord& r) {
+  if (r.stalls <= 1 || r.earlier_stalls.empty()) return "";
+  std::string s = "It had stalled and resumed before (" + std::to_string(r.stalls - 1) +
+                  (r.stalls == 2 ? " time" : " times");
+  const size_t shown = r.earlier_stalls.size();
+  if (static_cast<int64_t>(shown) < r.stalls - 1)
+    s += ", the latest " + std::to_string(shown) + " listed";
+  s += "):";
+  for (size_t i = 0; i < shown; ++i) {
+    const LiveStall& st = r.earlier_stalls[i];
+    s += i == 0 ? " " : "; ";
+    s += "flagged " + format_utc(st.flagged_usec);
+    if (st.step >= 0) s += " after step " + std::to_string(st.step);
+    s += ", " + fixed(st.silence_s, 0) + " s silent";
+    if (st.resumed_usec != 0) s += ", steps again " + format_utc(st.resumed_usec);
+  }
+  return s + ".";
+}
+
 }  // namespace
 
 LiveSection live_section(const LiveRecord& record, const JobFacts& job, bool alive) {
@@ -64,6 +84,8 @@ LiveSection live_section(const LiveRecord& record, const JobFacts& job, bool ali
   if (!action.empty()) s.summary += " " + action;
   if (record.resumed_usec != 0)
     s.summary += " Steps came again at " + format_utc(record.resumed_usec) + ".";
+  const std::string earlier = earlier_sentence(record);
+  if (!earlier.empty()) s.summary += " " + earlier;
   return s;
 }
 

@@ -311,6 +311,7 @@ void to_json(json& j, const NodeEvidence& n) {
   j["events"] = n.events;
   if (n.verdict) j["verdict"] = *n.verdict;
   if (n.dstate) j["dstate"] = *n.dstate;
+  if (n.job_dstate != 0) j["job_dstate"] = n.job_dstate;
 }
 
 NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
@@ -329,6 +330,7 @@ NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
   });
   if (const json* v = r.object("verdict"))
     n.verdict = node_verdict_from_json(*v, origin, r.field_path("verdict"));
+  n.job_dstate = r.u64("job_dstate").value_or(0);
   if (const json* d = r.object("dstate")) {
     const JsonObjectReader dr(*d, origin, r.field_path("dstate"));
     DStateSummary s;
@@ -393,6 +395,17 @@ void to_json(json& j, const LiveRecord& r) {
   put(j, "action_reason", r.action_reason);
   j["action_usec"] = r.action_usec;
   put(j, "action_error", r.action_error);
+  if (r.stalls != 0) j["stalls"] = r.stalls;
+  if (!r.earlier_stalls.empty()) {
+    json earlier = json::array();
+    for (const LiveStall& st : r.earlier_stalls) {
+      earlier.push_back({{"flagged_usec", st.flagged_usec},
+                         {"step", st.step},
+                         {"silence_s", st.silence_s},
+                         {"resumed_usec", st.resumed_usec}});
+    }
+    j["earlier_stalls"] = std::move(earlier);
+  }
 }
 
 LiveRecord live_record_from_json(const json& j, const std::string& origin,
@@ -420,6 +433,14 @@ LiveRecord live_record_from_json(const json& j, const std::string& origin,
   l.action_reason = r.str("action_reason").value_or("");
   l.action_usec = r.i64("action_usec").value_or(0);
   l.action_error = r.str("action_error").value_or("");
+  // A record written before stalls were counted holds at most the one it flagged.
+  l.stalls = r.i64("stalls").value_or(l.flagged_usec != 0 ? 1 : 0);
+  l.earlier_stalls =
+      object_list<LiveStall>(r, "earlier_stalls", [&](const json& item, const std::string& p) {
+        const JsonObjectReader e(item, origin, p);
+        return LiveStall{e.i64("flagged_usec").value_or(0), e.i64("step").value_or(-1),
+                         e.num("silence_s").value_or(0), e.i64("resumed_usec").value_or(0)};
+      });
   return l;
 }
 

@@ -132,6 +132,7 @@ struct NodeEvidence {
   std::vector<KernelEvent> events;  // kernel events attributed to this job on this node
   std::optional<NodeVerdict> verdict;
   std::optional<DStateSummary> dstate;
+  uint64_t job_dstate = 0;  // of those D-state tasks, the job's own (its cgroup) at the last sample
 };
 
 // What the agent did about a job that asked for --triage-requeue, for the report of the attempt
@@ -151,6 +152,14 @@ struct LiveWarning {
   int64_t line = 0;
   std::string text;
   int64_t seen_usec = 0;
+};
+
+// A stall the agent flagged and that later resumed (steps came again).
+struct LiveStall {
+  int64_t flagged_usec = 0;
+  int64_t step = -1;
+  double silence_s = 0;
+  int64_t resumed_usec = 0;
 };
 
 // What the batch host's agent learnt about a job while it ran (issue 15): the early warnings of
@@ -174,6 +183,8 @@ struct LiveRecord {
   std::string action_reason;
   int64_t action_usec = 0;
   std::string action_error;  // empty: the command worked (or none ran)
+  int64_t stalls = 0;        // how many stalls were flagged in all (the current one included)
+  std::vector<LiveStall> earlier_stalls;  // the latest earlier ones, each resumed
 };
 
 // Everything the agent knows about one ended job, handed to the analyzer on a pipe.

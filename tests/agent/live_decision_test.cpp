@@ -61,28 +61,65 @@ TEST(LiveFollow, EndedOffUnknownOwnerOrNotTheBatchHostIsNot) {
     EXPECT_FALSE(should_follow(j));
 }
 
-TEST(LiveCorroboration, DStateTasksAndSevereKernelEventsDuringTheJobCount) {
+TEST(LiveCorroboration, DStateTasksAndSevereKernelEventsOnAnyNodeDuringTheJobCount) {
   NodeEvidence here;
   here.host = "n1";
+  here.job_dstate = 3;
   here.events = {event("hung-task", Severity::kError, kT0 + 10 * kSec),
                  event("link-up", Severity::kInfo, kT0 + 20 * kSec),
                  event("nvidia-xid", Severity::kCritical, kT0 - 10 * kSec)};  // before the job
   NodeEvidence peer;
   peer.host = "n2";
+  peer.job_dstate = 1;
   peer.events = {event("gpu-reset", Severity::kWarning, kT0 + 30 * kSec)};
-  const Corroboration c = corroborate(3, "n1", {here, peer}, kT0);
-  EXPECT_EQ(c.dstate_tasks, 3U);
+  const Corroboration c = corroborate({here, peer}, kT0);
+  EXPECT_EQ(c.dstate_tasks, 4U);
   EXPECT_EQ(c.kernel_events, 2U);
-  ASSERT_EQ(c.lines.size(), 3U);
+  EXPECT_FALSE(c.busy_wait);
+  ASSERT_EQ(c.lines.size(), 4U);
   EXPECT_EQ(c.lines[0], "n1: 3 of the job's tasks in D state (uninterruptible sleep)");
   EXPECT_EQ(c.lines[1], "n1: kernel hung-task: hung-task summary");
-  EXPECT_EQ(c.lines[2], "n2: kernel gpu-reset: gpu-reset summary");
+  EXPECT_EQ(c.lines[2], "n2: 1 of the job's tasks in D state (uninterruptible sleep)");
+  EXPECT_EQ(c.lines[3], "n2: kernel gpu-reset: gpu-reset summary");
 }
 
 TEST(LiveCorroboration, NothingOnTheNodesIsNoCorroboration) {
-  const Corroboration c = corroborate(0, "n1", {NodeEvidence{}}, kT0);
+  const Corroboration c = corroborate({NodeEvidence{}}, kT0);
   EXPECT_EQ(c.dstate_tasks + c.kernel_events, 0U);
   EXPECT_TRUE(c.lines.empty());
+}
+
+TEST(LiveCorroboration, AnUnreachablePeerBacksNothing) {
+  NodeEvidence down;
+  down.host = "n7";
+  down.reachable = false;
+  down.error = "connection refused";
+  down.events = {event("gpu-reset", Severity::kCritical, kT0 + kSec)};  // never trusted
+  const Corroboration c = corroborate({NodeEvidence{}, down}, kT0);
+  EXPECT_EQ(c.kernel_events, 0U);
+  EXPECT_TRUE(c.lines.empty());
+}
+
+TEST(LiveCorroboration, GpusSpinningAtIdlePowerInTheClusterPrometheusCorroborate) {
+  RemoteEvidence remote;
+  remote.busy_wait = true;
+  remote.busy_wait_line = "cluster Prometheus: 16 of 16 GPUs at idle-level power, 99% busy";
+  const Corroboration c = corroborate({NodeEvidence{}}, kT0, remote);
+  EXPECT_TRUE(c.busy_wait);
+  EXPECT_EQ(c.lines, std::vector<std::string>{remote.busy_wait_line});
+  JobRecord j = running_batch_job();
+  j.on_hang = HangChoice::kCancel;
+  j.hang_action_allowed = true;
+  // Inside 2x the threshold, the signature alone lets the cancel go ahead.
+  EXPECT_EQ(
+      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, false)).outcome,
+      HangOutcome::kCancel);
+}
+
+TEST(LiveCorroboration, PeersAndThePrometheusAreAskedOnceAMinuteAtMost) {
+  EXPECT_TRUE(remote_evidence_due(0, kT0, 60 * kSec));
+  EXPECT_FALSE(remote_evidence_due(kT0, kT0 + 59 * kSec, 60 * kSec));
+  EXPECT_TRUE(remote_evidence_due(kT0, kT0 + 60 * kSec, 60 * kSec));
 }
 
 TEST(LiveWarnings, TheFirstLineOfEachClassIsKeptOnceAndBounded) {
@@ -125,6 +162,44 @@ TEST(LiveFlag, StepsAfterTheFlagMarkItResumedOnce) {
   EXPECT_TRUE(mark_resumed(r, true, kT0 + 2 * kSec));
   EXPECT_FALSE(mark_resumed(r, true, kT0 + 3 * kSec));
   EXPECT_EQ(r.resumed_usec, kT0 + 2 * kSec);
+}
+
+TEST(LiveFlag, AStallAfterAResumedOneIsFlaggedAgainAndTheEarlierKept) {
+  LiveRecord r;
+  EXPECT_TRUE(stall_unflagged(r));
+  flag_stall(r, stalled_at_step(29), {}, kT0 + 61 * kSec);
+  EXPECT_FALSE(stall_unflagged(r));
+  r.action = "notify";
+  ASSERT_TRUE(mark_resumed(r, true, kT0 + 90 * kSec));
+  EXPECT_TRUE(stall_unflagged(r));
+  flag_stall(r, stalled_at_step(200), {}, kT0 + 400 * kSec);
+  EXPECT_EQ(r.stalls, 2);
+  EXPECT_EQ(r.step, 200);
+  EXPECT_EQ(r.resumed_usec, 0);
+  ASSERT_EQ(r.earlier_stalls.size(), 1U);
+  EXPECT_EQ(r.earlier_stalls[0].flagged_usec, kT0 + 61 * kSec);
+  EXPECT_EQ(r.earlier_stalls[0].step, 29);
+  EXPECT_EQ(r.earlier_stalls[0].resumed_usec, kT0 + 90 * kSec);
+  EXPECT_EQ(r.action, "notify");  // the record's action is the loop's to set
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(mark_resumed(r, true, kT0 + (500 + i) * kSec));
+    flag_stall(r, stalled_at_step(300 + i), {}, kT0 + (600 + i) * kSec);
+  }
+  EXPECT_EQ(r.stalls, 22);
+  ASSERT_EQ(r.earlier_stalls.size(), kMaxEarlierStalls);
+  EXPECT_EQ(r.earlier_stalls.back().step, 318);  // the latest ones are kept
+}
+
+TEST(LiveHangFacts, AStallThatResumedIsNoLongerNotified) {
+  JobRecord j = running_batch_job();
+  LiveRecord r;
+  flag_stall(r, stalled_at_step(29), {}, kT0);
+  r.action = "notify";
+  EXPECT_TRUE(hang_facts(j, r, stalled_at_step(29), {}, true, false).notified);
+  mark_resumed(r, true, kT0 + kSec);
+  const HangFacts again = hang_facts(j, r, stalled_at_step(40), {}, true, false);
+  EXPECT_FALSE(again.notified);
+  EXPECT_EQ(decide_hang_action(again).outcome, HangOutcome::kNotify);
 }
 
 TEST(LiveHangFacts, TheRegistrationRecordAndVerdictBecomeTheActionsFacts) {

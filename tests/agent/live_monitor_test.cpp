@@ -109,7 +109,7 @@ class LiveLoop : public ::testing::Test {
     f.state = state;
     f.work_dir = job_dir;
     f.stdout_path = log;
-    f.nodes = {"n1"};
+    f.nodes = nodes;
     f.batch_host = "n1";
     f.start_time = kT0 / kSec;
     f.time_limit_sec = 4 * 3600;
@@ -133,6 +133,22 @@ class LiveLoop : public ::testing::Test {
       n.host = "n1";
       return n;
     };
+    if (peer_events) {
+      h.remote_evidence = [this](const JobFacts& f, int64_t, int64_t now) {
+        ++remote_asked;
+        RemoteEvidence r;
+        for (const std::string& n : f.nodes) {
+          if (n == "n1") continue;
+          NodeEvidence peer;
+          peer.host = n;
+          peer.events = *peer_events;
+          for (KernelEvent& e : peer.events)
+            e.time_usec = e.last_usec = now - kSec;
+          r.peers.push_back(std::move(peer));
+        }
+        return r;
+      };
+    }
     monitors.push_back(std::make_unique<LiveMonitor>(cfg, loop, node, std::move(h)));
     monitors.back()->load_catalog();
     return *monitors.back();
@@ -186,6 +202,10 @@ class LiveLoop : public ::testing::Test {
   std::vector<std::vector<std::string>> commands;
   std::string state = "RUNNING";
   bool requeue_allowed = false;
+  std::vector<std::string> nodes{"n1"};
+  // Set: the other nodes are asked, and each reports these kernel events (stamped just now).
+  std::optional<std::vector<KernelEvent>> peer_events;
+  int remote_asked = 0;
 };
 
 TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancelled) {
@@ -233,6 +253,77 @@ TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancell
   EXPECT_EQ(cancelled.action_usec, last + 125 * kSec);
   EXPECT_TRUE(cancelled.action_error.empty());
   EXPECT_EQ(stats_of(m).actions.at("cancel"), 1U);
+}
+
+TEST_F(LiveLoop, AGpuResetOnNodeTwoOfTwoCorroboratesTheStallAndTheCancelGoesAheadAtOnce) {
+  nodes = {"n1", "n2"};
+  KernelEvent reset;
+  reset.kind = "gpu-reset";
+  reset.severity = Severity::kCritical;
+  reset.summary = "amdgpu: GPU reset begin";
+  peer_events = std::vector<KernelEvent>{reset};
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  const LiveRecord r = record(m);
+  EXPECT_EQ(r.flagged_usec, last + 65 * kSec);
+  ASSERT_EQ(r.corroboration.size(), 1U);
+  EXPECT_EQ(r.corroboration[0], "n2: kernel gpu-reset: amdgpu: GPU reset begin");
+  EXPECT_EQ(r.action, "cancel");  // corroborated: no wait for twice the threshold
+  ASSERT_EQ(commands.size(), 2U);
+  EXPECT_EQ(commands[1], (std::vector<std::string>{"scancel", "4242"}));
+  EXPECT_EQ(remote_asked, 1);
+  // The interim report shows the other node's evidence too.
+  ASSERT_TRUE(testing::eventually([&] { return analyzer_run().has_value(); }));
+  const nlohmann::json ev = (*analyzer_run())["evidence"];
+  ASSERT_EQ(ev["nodes"].size(), 2U);
+  EXPECT_EQ(ev["nodes"][1]["host"], "n2");
+}
+
+TEST_F(LiveLoop, QuietOtherNodesAreAskedAtMostOnceAMinuteWhileTheJobStaysStalled) {
+  nodes = {"n1", "n2", "n3"};
+  peer_events = std::vector<KernelEvent>{};
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);  // flagged; the cancel waits for a node fact or 2x
+  EXPECT_EQ(record(m).action, "notify");
+  for (int s = 70; s < 120; s += 5)
+    tick(m, last + s * kSec);
+  EXPECT_EQ(remote_asked, 1);
+  EXPECT_EQ(record(m).action, "notify");
+  tick(m, last + 125 * kSec);  // past 2x the threshold, a minute on: asked again, then cancelled
+  EXPECT_EQ(remote_asked, 2);
+  EXPECT_EQ(record(m).action, "cancel");
+}
+
+TEST_F(LiveLoop, AJobThatResumesAndStallsAgainIsFlaggedASecondTime) {
+  on_loop([this] { register_job("notify"); });
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  ASSERT_EQ(record(m).stalls, 1);
+  // Steps again, one a second, for 60 s: the flag is marked resumed.
+  int64_t t = last + 66 * kSec;
+  for (int s = 30; s < 90; ++s, t += kSec) {
+    append(step_line(s));
+    tick(m, t);
+  }
+  EXPECT_NE(record(m).resumed_usec, 0);
+  // Silent again. The job survived a 66 s pause, so that is its floor now.
+  tick(m, t + 60 * kSec);
+  EXPECT_EQ(record(m).stalls, 1);
+  tick(m, t + 75 * kSec);
+  const LiveRecord again = record(m);
+  EXPECT_EQ(again.stalls, 2);
+  EXPECT_EQ(again.step, 89);
+  EXPECT_EQ(again.resumed_usec, 0);
+  ASSERT_EQ(again.earlier_stalls.size(), 1U);
+  EXPECT_EQ(again.earlier_stalls[0].step, 29);
+  EXPECT_EQ(stats_of(m).hangs, 2U);
+  ASSERT_EQ(commands.size(), 2U);  // the AdminComment, once per stall
+  EXPECT_NE(commands[1].back().find("step=89"), std::string::npos) << commands[1].back();
+  tick(m, t + 80 * kSec);
+  EXPECT_EQ(stats_of(m).hangs, 2U);
 }
 
 TEST_F(LiveLoop, ARequeueSlurmWouldRefuseIsOnlyRecorded) {

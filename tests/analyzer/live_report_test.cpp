@@ -98,6 +98,20 @@ TEST(LiveReport, AJobThatResumedIsNotReportedHanging) {
             std::string::npos);
 }
 
+TEST(LiveReport, ASecondStallSaysTheJobHadStalledAndResumedBefore) {
+  LiveRecord r = flagged_at_step_29();
+  r.earlier_stalls = {{(kStart + 40) * kSec, 12, 66, (kStart + 50) * kSec}};
+  r.stalls = 2;
+  const Triage t = diagnosed(evidence_with(r, "RUNNING"), kStart + 100);
+  EXPECT_EQ(t.status, kStatusHanging);
+  const std::string summary = triage_to_json(t)["live_record"]["summary"];
+  EXPECT_NE(summary.find("It had stalled and resumed before (1 time): flagged " +
+                         format_utc((kStart + 40) * kSec) + " after step 12, 66 s silent, steps "
+                         "again " + format_utc((kStart + 50) * kSec) + "."),
+            std::string::npos)
+      << summary;
+}
+
 TEST(LiveReport, AnEarlyCancelIsReportedWithItsStepAndTheGpuHoursItSaved) {
   LiveRecord r = flagged_at_step_29();
   r.action = "cancel";
@@ -139,6 +153,18 @@ TEST(LiveReport, TheEvidenceCarriesTheRecordBothWays) {
   EXPECT_EQ(back.live->warnings.size(), 1U);
   EXPECT_EQ(back.job.time_limit_sec, 3600);
   EXPECT_EQ(back.job.gpus, 8);
+  EXPECT_EQ(back.live->stalls, 1);  // a record from before stalls were counted: its one flag
+  LiveRecord twice = flagged_at_step_29();
+  twice.stalls = 2;
+  twice.earlier_stalls = {{kStart * kSec, 3, 70.5, (kStart + 80) * kSec}};
+  const Evidence back2 =
+      parse_evidence(nlohmann::json(evidence_with(twice, "RUNNING")).dump(), "test");
+  ASSERT_TRUE(back2.live);
+  EXPECT_EQ(back2.live->stalls, 2);
+  ASSERT_EQ(back2.live->earlier_stalls.size(), 1U);
+  EXPECT_EQ(back2.live->earlier_stalls[0].step, 3);
+  EXPECT_DOUBLE_EQ(back2.live->earlier_stalls[0].silence_s, 70.5);
+  EXPECT_EQ(back2.live->earlier_stalls[0].resumed_usec, (kStart + 80) * kSec);
   nlohmann::json bad = ev;
   bad["live"]["action"] = "reboot";
   EXPECT_THROW(parse_evidence(bad.dump(), "test"), InputError);
