@@ -97,6 +97,9 @@ AgentConfig map_config(const KvConfig& kv) {
   c.slurm_command_timeout_ms = kv.get_seconds("SlurmCommandTimeout") * 1000;
   c.hang_stall_min_sec = kv.get_seconds("HangStallMin");
   c.hang_stall_factor = kv.get_int("HangStallFactor");
+  c.prometheus_url = kv.get("PrometheusURL");
+  c.prometheus_host_label = kv.get("PrometheusHostLabel");
+  c.tsdb_query_timeout_sec = kv.get_seconds("TsdbQueryTimeout");
   c.log_level = to_lower(kv.get("LogLevel"));
 
   collector::HealthPolicy& h = c.health;

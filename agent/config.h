@@ -71,6 +71,12 @@ struct AgentConfig {
   int64_t hang_stall_min_sec{};  // the live stall rule (analyzer/stall_verdict.h)
   int64_t hang_stall_factor{};
 
+  // The cluster's Prometheus (common/tsdb_config_keys.h), asked for the busy-wait signature of a
+  // stalled job (agent/busy_wait_probe.h). Empty URL: not asked.
+  std::string prometheus_url;
+  std::string prometheus_host_label;
+  int64_t tsdb_query_timeout_sec{};
+
   std::string log_level;
 
   collector::HealthPolicy health;

@@ -41,6 +41,24 @@ TEST(AgentConfig, HangStallKeysDefaultToTheLiveStallPolicy) {
       << "a factor of 1 would flag every ordinary step";
 }
 
+// The analyzer's TSDB keys live in the same file; the agent maps the ones its busy-wait probe
+// needs.
+TEST(AgentConfig, TheClusterPrometheusKeysReachTheAgent) {
+  const ConfigLoad load = load_agent_config_text("", "triage.conf");
+  ASSERT_TRUE(load.errors.empty());
+  EXPECT_EQ(load.config.prometheus_url, "") << "no cluster Prometheus unless the admin names one";
+  EXPECT_EQ(load.config.prometheus_host_label, "host");
+  EXPECT_EQ(load.config.tsdb_query_timeout_sec, 60);
+  const ConfigLoad set = load_agent_config_text(
+      "PrometheusURL=http://prom.cluster:9090\nPrometheusHostLabel=instance\n"
+      "TsdbQueryTimeout=15s\n",
+      "t");
+  ASSERT_TRUE(set.errors.empty());
+  EXPECT_EQ(set.config.prometheus_url, "http://prom.cluster:9090");
+  EXPECT_EQ(set.config.prometheus_host_label, "instance");
+  EXPECT_EQ(set.config.tsdb_query_timeout_sec, 15);
+}
+
 // `slurm-triage kernel` judges a node with HealthPolicy's built-in thresholds: they must be the
 // ones an agent without health settings in triage.conf uses.
 TEST(AgentConfig, HealthDefaultsAreTheOfflineVerdictsThresholds) {
