@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent/agent_metrics.h"
+#include "agent/busy_wait_probe.h"
 #include "agent/peer_evidence.h"
 #include "common/build_config.h"
 #include "common/time_util.h"
@@ -243,8 +244,8 @@ LiveMonitor::Hooks Agent::live_hooks() {
   h.own_evidence = [this](const JobRecord& j, int64_t start, int64_t end) {
     return node_evidence(j, start, end);
   };
-  h.remote_evidence = [this](const JobFacts& facts, int64_t /*stalled_since_usec*/,
-                             int64_t now_usec) {
+  h.remote_evidence = [this, prometheus = busy_wait_settings(cfg_)](
+                           const JobFacts& facts, int64_t stalled_since_usec, int64_t now_usec) {
     RemoteEvidence r;
     PeerFetchOptions fetch;
     fetch.munge_socket = cfg_.munge_socket;
@@ -252,6 +253,15 @@ LiveMonitor::Hooks Agent::live_hooks() {
     r.peers = fetch_peer_evidence(slurm_, facts.job_id, facts.nodes,
                                   EvidenceWindow{facts.start_time, now_usec / 1000000},
                                   cfg_.node_name, opts_.peer_url, fetch);
+    const BusyWaitReading bw = probe_busy_wait(
+        prometheus, StalledJob{facts.nodes, facts.start_time * 1000000, stalled_since_usec, ""},
+        now_usec);
+    if (bw.asked) {
+      spdlog::info("job {}: cluster Prometheus: {}", facts.job_id,
+                   bw.error.empty() ? bw.line : bw.error);
+    }
+    r.busy_wait = bw.busy_wait;
+    r.busy_wait_line = bw.line;
     return r;
   };
   return h;

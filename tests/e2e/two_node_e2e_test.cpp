@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "tests/e2e/cluster_environment.h"
 #include "tests/e2e/layout_job.h"
@@ -17,6 +19,10 @@ namespace {
 using nlohmann::json;
 
 ClusterEnvironment* g_env = nullptr;
+
+constexpr int kStallMinSeconds = 20;
+constexpr const char* kXid79 =
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.";
 
 const json* node_entry(const json& report, const std::string& host) {
   for (const auto& n : report["nodes"]) {
@@ -54,6 +60,34 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
       << second->dump();
 }
 
+// Issue 15's corroboration across nodes: a two-node job that asked for --triage-on-hang=cancel
+// prints steps for 30 s and then sleeps; meanwhile the second node's kernel says its GPU fell off
+// the bus. When the batch host flags the stall it asks the other node, whose Xid backs the
+// verdict, so the cancel goes ahead at the first flag instead of waiting for twice the threshold.
+TEST(TwoNodes, AStallBackedByTheOtherNodesKernelIsCancelledAtTheFirstFlag) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j = submit_layout_job(
+      c, "live-peer", "stalls",
+      "for i in $(seq 1 30); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
+      "sleep 1; done\nsrun bash -c 'sleep 600'",
+      {"-N", "2", "--ntasks-per-node", "1", "-t", "30", "--triage-on-hang=cancel"});
+  c.wait_running(j.id);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  c.kernel_line(c.nodes()[1], kXid79);
+  EXPECT_EQ(c.wait_job(j.id, std::chrono::seconds(30 + kStallMinSeconds + 90)), "CANCELLED")
+      << c.logs();
+  wait_for_analysis(c, j.id, c.nodes()[0]);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  const json& live = r["live_record"];
+  EXPECT_EQ(live["action"], "cancel") << live.dump(1);
+  const std::string reason = live.value("action_reason", "");
+  EXPECT_NE(reason.find("corroborated by"), std::string::npos) << reason;
+  bool from_peer = false;
+  for (const auto& line : live["corroboration"])
+    from_peer = from_peer || line.get<std::string>().rfind(c.nodes()[1] + ": kernel", 0) == 0;
+  EXPECT_TRUE(from_peer) << live.dump(1);
+}
+
 TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   c.stop_daemon("agent-" + c.nodes()[1]);
@@ -74,7 +108,11 @@ TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
 int main(int argc, char** argv) {
   triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   options.nodes = 2;
-  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s"};
+  options.plugin_more = "hang_action=allow";
+  options.agent_settings = {
+      "EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",
+      "KernelPath=@STATE@/kernel-@NODE@.log",
+      "HangStallMin=" + std::to_string(triage::testing::kStallMinSeconds) + "s"};
   return triage::testing::run_with_cluster(argc, argv, "two_node_e2e_tests", options,
                                            &triage::testing::g_env);
 }
