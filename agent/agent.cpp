@@ -245,7 +245,7 @@ LiveMonitor::Hooks Agent::live_hooks() {
     return node_evidence(j, start, end);
   };
   h.remote_evidence = [this, prometheus = busy_wait_settings(cfg_)](
-                           const JobFacts& facts, int64_t stalled_since_usec, int64_t now_usec) {
+                          const JobFacts& facts, int64_t stalled_since_usec, int64_t now_usec) {
     RemoteEvidence r;
     PeerFetchOptions fetch;
     fetch.munge_socket = cfg_.munge_socket;

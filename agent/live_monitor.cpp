@@ -204,9 +204,9 @@ void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int
   // Slurm's word that the job still runs comes first (a suspended job prints nothing either), and
   // with it the AdminComment as it stands now; the other nodes and the Prometheus are asked at
   // most once a minute.
-  const bool ask_remote = hooks_.remote_evidence &&
-                          remote_evidence_due(f.remote.asked_usec, now_usec,
-                                              kRemoteEvidenceIntervalUsec);
+  const bool ask_remote =
+      hooks_.remote_evidence &&
+      remote_evidence_due(f.remote.asked_usec, now_usec, kRemoteEvidenceIntervalUsec);
   f.busy = true;
   hooks_.offload([this, job_id, v, own = std::move(own), ask_remote, known = f.facts,
                   now_usec]() -> std::function<void()> {
@@ -241,7 +241,8 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
   f.facts = std::move(*facts);
   if (remote) {
     for (const NodeEvidence& p : remote->peers) {
-      if (!p.reachable) spdlog::warn("job {}: no live evidence from {}: {}", job_id, p.host, p.error);
+      if (!p.reachable)
+        spdlog::warn("job {}: no live evidence from {}: {}", job_id, p.host, p.error);
     }
     f.remote = std::move(*remote);
   }

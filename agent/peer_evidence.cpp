@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 namespace triage::agent {
 
@@ -13,8 +13,7 @@ std::vector<PeerRequest> peer_requests(SharedSlurm& slurm, uint64_t job_id,
                                        const PeerUrl& peer_url) {
   std::string target = "/v1/jobs/" + std::to_string(job_id) + "/events";
   if (window.start_s != 0 || window.end_s != 0) {
-    target +=
-        "?start=" + std::to_string(window.start_s) + "&end=" + std::to_string(window.end_s);
+    target += "?start=" + std::to_string(window.start_s) + "&end=" + std::to_string(window.end_s);
   }
   // Slurm reaches a node at its NodeAddr, which need not be a name DNS knows (several slurmd per
   // host, private fabrics); the peer agent listens there too.
@@ -59,8 +58,8 @@ NodeEvidence peer_evidence(const PeerResponse& r) {
 
 std::vector<NodeEvidence> fetch_peer_evidence(SharedSlurm& slurm, uint64_t job_id,
                                               const std::vector<std::string>& nodes,
-                                              const EvidenceWindow& window,
-                                              const std::string& self, const PeerUrl& peer_url,
+                                              const EvidenceWindow& window, const std::string& self,
+                                              const PeerUrl& peer_url,
                                               const PeerFetchOptions& options) {
   std::vector<NodeEvidence> peers;
   for (const PeerResponse& r :

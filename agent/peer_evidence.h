@@ -38,8 +38,8 @@ NodeEvidence peer_evidence(const PeerResponse& r);
 // The two together: every other node's evidence, in the order of `nodes` (blocking; on a worker).
 std::vector<NodeEvidence> fetch_peer_evidence(SharedSlurm& slurm, uint64_t job_id,
                                               const std::vector<std::string>& nodes,
-                                              const EvidenceWindow& window,
-                                              const std::string& self, const PeerUrl& peer_url,
+                                              const EvidenceWindow& window, const std::string& self,
+                                              const PeerUrl& peer_url,
                                               const PeerFetchOptions& options);
 
 }  // namespace triage::agent

@@ -106,8 +106,10 @@ TEST(LiveReport, ASecondStallSaysTheJobHadStalledAndResumedBefore) {
   EXPECT_EQ(t.status, kStatusHanging);
   const std::string summary = triage_to_json(t)["live_record"]["summary"];
   EXPECT_NE(summary.find("It had stalled and resumed before (1 time): flagged " +
-                         format_utc((kStart + 40) * kSec) + " after step 12, 66 s silent, steps "
-                         "again " + format_utc((kStart + 50) * kSec) + "."),
+                         format_utc((kStart + 40) * kSec) +
+                         " after step 12, 66 s silent, steps "
+                         "again " +
+                         format_utc((kStart + 50) * kSec) + "."),
             std::string::npos)
       << summary;
 }
