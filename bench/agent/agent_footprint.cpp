@@ -23,7 +23,10 @@
 // For scale, the same number of lines is run through `grep -c amdgpu` in this process, and its CPU
 // time per second of log is printed beside the agent's.
 //
-// Figures (2 cores shared with other work, RelWithDebInfo, 60 s): see docs/agent.md, "Footprint".
+// Figures (commit a4089d1, RelWithDebInfo, 60 s, 2 cores shared with other work, as root): with the
+// live loop following the 64 jobs (46 MiB scanned in the window, no poll failure) 0.47-0.52% of a
+// core (0.0074-0.0081% per job), VmRSS 17.4 MiB, VmHWM 17.6 MiB; `--live 0` 0.47%, 14.6 MiB and
+// 14.8 MiB. More in docs/agent.md, "Footprint".
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
