@@ -43,18 +43,18 @@
 #include <string>
 #include <thread>
 
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "agent/callers.h"
 #include "agent/offline_slurm_client.h"
 #include "bench/support/process_usage.h"
 #include "bench/support/training_log.h"
 #include "bench/support/unix_request.h"
 #include "common/logging.h"
+#include "common/privilege.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -161,24 +161,17 @@ class RunningJobs : public SlurmClient {
   std::unique_ptr<SlurmClient> offline_;
 };
 
-struct Owner {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::string name;
-};
-
 // The jobs' owner: `nobody` when run as root (the agent then opens the logs as that user, as on a
 // real node), else this user.
-Owner job_owner() {
-  const passwd* pw = ::geteuid() == 0 ? ::getpwnam("nobody") : ::getpwuid(::geteuid());
-  if (pw == nullptr) return {::geteuid(), ::getegid(), "this user"};
-  return {pw->pw_uid, pw->pw_gid, pw->pw_name};
+Identity job_owner() {
+  const std::optional<uid_t> nobody = ::geteuid() == 0 ? lookup_user("nobody") : std::nullopt;
+  return identity_for_uid(nobody.value_or(::geteuid()));
 }
 
 // `jobs` running jobs of `owner`, each with an empty log in `dir` that the owner writes, as
 // slurmctld describes them.
 std::map<uint64_t, JobFacts> make_running_jobs(const std::string& dir, int jobs,
-                                               const Owner& owner) {
+                                               const Identity& owner) {
   std::filesystem::create_directories(dir);
   (void)::chown(dir.c_str(), owner.uid, owner.gid);
   std::map<uint64_t, JobFacts> out;
@@ -186,7 +179,7 @@ std::map<uint64_t, JobFacts> make_running_jobs(const std::string& dir, int jobs,
     JobFacts f;
     f.job_id = kFirstJob + static_cast<uint64_t>(n);
     f.name = "pretrain";
-    f.user = owner.name;
+    f.user = owner.user;
     f.uid = owner.uid;
     f.gid = owner.gid;
     f.state = "RUNNING";
@@ -358,7 +351,7 @@ int main(int argc, char** argv) {
   ::chmod(dir.c_str(), 0755);  // the jobs' owner reaches its logs under it
   make_proc(dir + "/proc", dir + "/cgroup", procs, jobs);
   make_sysfs(dir + "/sys");
-  const Owner owner = job_owner();
+  const Identity owner = job_owner();
   const std::map<uint64_t, JobFacts> running =
       live != 0 ? make_running_jobs(dir + "/jobs", jobs, owner) : std::map<uint64_t, JobFacts>{};
 
@@ -383,6 +376,7 @@ int main(int argc, char** argv) {
   const long rss_idle = status_kib("VmRSS:");
 
   std::vector<std::string> logs;
+  logs.reserve(running.size());
   for (const auto& [id, f] : running)
     logs.push_back(f.stdout_path);
   const pid_t writer =
@@ -433,7 +427,7 @@ int main(int argc, char** argv) {
         "  live loop: %zu jobs registered (%d/%zu messages acknowledged), each writing %d lines/s "
         "as %s; %.0f followed, %.0f KiB scanned in the window (%.0f KiB/s, %.1f KiB per job per "
         "poll), %.0f poll failures, %.0f early warnings\n",
-        logs.size(), acknowledged, 2 * logs.size(), rate, owner.name.c_str(), c1.followed,
+        logs.size(), acknowledged, 2 * logs.size(), rate, owner.user.c_str(), c1.followed,
         (c1.bytes - c0.bytes) / 1024, (c1.bytes - c0.bytes) / 1024 / wall,
         (c1.bytes - c0.bytes) / 1024 / (wall / (kLivePollMs / 1000.0)) /
             static_cast<double>(logs.size()),
