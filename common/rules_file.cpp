@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,10 +147,14 @@ RulesLoad parse_rules_file(const std::string& path) {
     out.errors.emplace_back(path, 0, "cannot open rules file");
     return out;
   }
+  // Grown block by block to the file's size: a buffer of the largest size allowed, zero-filled,
+  // touched 8 MiB a file that the allocator then kept (the agent's live loop loads a catalog
+  // while it runs: 18 MiB of RSS for rules files of tens of KiB).
   std::string text;
-  text.resize(kMaxRulesFile + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  std::array<char, 65536> block{};
+  while (text.size() <= kMaxRulesFile &&
+         in.read(block.data(), static_cast<std::streamsize>(block.size())).gcount() > 0)
+    text.append(block.data(), static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxRulesFile) {
     out.errors.emplace_back(path, 0, "rules file is larger than 8 MiB");
     return out;

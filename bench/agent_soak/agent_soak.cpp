@@ -13,9 +13,6 @@
 // spool on demand) and MaxNodeEvents events (newest win). At this load the job cap is reached
 // after about four minutes; the soak runs with MaxNodeEvents=4000 (default 20000) so that the event
 // cap is reached too and the second half of a ten-minute run shows the steady state.
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +32,8 @@
 #include "agent/agent.h"
 #include "agent/offline_slurm_client.h"
 #include "agent/spool.h"
+#include "bench/support/process_usage.h"
+#include "bench/support/unix_request.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -44,41 +43,6 @@ namespace {
 using namespace triage;
 using namespace triage::agent;
 using Clock = std::chrono::steady_clock;
-
-long rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
-// One request on a fresh connection, the way the plugin talks to the agent. Empty on failure.
-std::string request(const std::string& socket_path, const std::string& line) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string msg = line + "\n";
-    if (::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(msg.size())) {
-      char buf[65536];
-      for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 10000) <= 0) break;
-        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        out.append(buf, static_cast<size_t>(n));
-        if (out.find('\n') != std::string::npos) break;
-      }
-    }
-  }
-  ::close(fd);
-  return out;
-}
 
 bool acknowledged(const std::string& answer) {
   const auto j = nlohmann::json::parse(answer, nullptr, false);
@@ -198,7 +162,7 @@ int main(int argc, char** argv) {
   uint64_t messages = 0, refused = 0;
   auto post = [&](const nlohmann::json& m) {
     const auto t = Clock::now();
-    const std::string answer = request(sock, m.dump());
+    const std::string answer = bench::unix_request(sock, m.dump());
     latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
     ++messages;
     if (!acknowledged(answer)) ++refused;
@@ -254,9 +218,10 @@ int main(int argc, char** argv) {
     }
     const auto elapsed_s =
         std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
-    if (rss_warm < 0 && elapsed_s >= std::min<int64_t>(30, seconds / 4)) rss_warm = rss_kib();
+    if (rss_warm < 0 && elapsed_s >= std::min<int64_t>(30, seconds / 4))
+      rss_warm = bench::status_kib("VmRSS:");
     if (rss_by_minute.empty() || elapsed_s / 60 > rss_by_minute.back().first) {
-      rss_by_minute.emplace_back(elapsed_s / 60, rss_kib());
+      rss_by_minute.emplace_back(elapsed_s / 60, bench::status_kib("VmRSS:"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -264,7 +229,7 @@ int main(int argc, char** argv) {
   done = true;
   kernel.join();
   scraper.join();
-  const long rss_end = rss_kib();
+  const long rss_end = bench::status_kib("VmRSS:");
 
   // Every 20th job is known with its task exit (from memory or, for older ones, from the spool).
   // The time of these queries shows what attributing the held kernel events to one job costs; the
@@ -273,7 +238,7 @@ int main(int argc, char** argv) {
   std::vector<double> get_job_ms;
   for (int64_t i = 0; i < total_jobs; i += 20) {
     const auto t = Clock::now();
-    const std::string answer = request(
+    const std::string answer = bench::unix_request(
         sock,
         nlohmann::json{{"op", "get_job"}, {"job_id", first_job + static_cast<uint64_t>(i)}}.dump());
     get_job_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());

@@ -35,6 +35,8 @@
 #include "agent/log_follower.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/signature_catalog.h"
+#include "bench/support/process_usage.h"
+#include "bench/support/training_log.h"
 #include "common/privilege.h"
 #include "common/time_util.h"
 
@@ -42,6 +44,11 @@ namespace {
 
 using namespace triage;
 using namespace triage::agent;
+using bench::add_ns;
+using bench::children_cpu_seconds;
+using bench::process_cpu_seconds;
+using bench::sleep_until;
+using bench::status_kib;
 
 struct Options {
   int seconds = 30;
@@ -49,67 +56,6 @@ struct Options {
   int rate = 100;    // lines per second per job
   int interval = 5;  // seconds between polls
 };
-
-double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
-double rusage_seconds(const rusage& r) {
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
-
-double children_cpu_seconds() {
-  rusage r{};
-  ::getrusage(RUSAGE_CHILDREN, &r);
-  return rusage_seconds(r);
-}
-
-long status_kib(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::strtol(line.c_str() + std::strlen(key), nullptr, 10);
-  }
-  return -1;
-}
-
-void sleep_until(const timespec& t) {
-  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) == EINTR) {
-  }
-}
-
-timespec add_ns(timespec t, long ns) {
-  t.tv_nsec += ns;
-  while (t.tv_nsec >= 1000000000L) {
-    t.tv_nsec -= 1000000000L;
-    ++t.tv_sec;
-  }
-  return t;
-}
-
-// A training job's stdout: one step line per write, `rate` a second, to every log at once.
-[[noreturn]] void write_forever(const std::vector<std::string>& logs, int rate) {
-  std::vector<int> fds;
-  fds.reserve(logs.size());
-  for (const auto& p : logs)
-    fds.push_back(::open(p.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
-  timespec next{};
-  ::clock_gettime(CLOCK_MONOTONIC, &next);
-  std::array<char, 160> line{};
-  for (long step = 0;; ++step) {
-    const int n = std::snprintf(line.data(), line.size(),
-                                "[rank0]: iteration %8ld/ 1000000 | consumed samples: %10ld | "
-                                "lm loss: 2.%06ld | grad norm: 0.812 | tokens/s: 412345\n",
-                                step, step * 512, step % 1000000);
-    for (const int fd : fds)
-      (void)!::write(fd, line.data(), static_cast<size_t>(n));
-    next = add_ns(next, 1000000000L / rate);
-    sleep_until(next);
-  }
-}
 
 // The bytes of a chunk read the way scan_log reads them, without matching anything.
 void read_chunk(const LogChunk& c) {
@@ -139,8 +85,7 @@ Figures run(const Options& o, int jobs, const ScanPlan* plan) {
     std::ofstream(logs.back()).flush();
     ::chmod(logs.back().c_str(), 0644);
   }
-  const pid_t writer = ::fork();
-  if (writer == 0) write_forever(logs, o.rate);
+  const pid_t writer = bench::start_training_log_writer(logs, o.rate);
 
   const Identity owner = identity_for_uid(::geteuid() == 0 ? 65534 : ::geteuid());
   Figures f;
@@ -186,7 +131,8 @@ Figures run(const Options& o, int jobs, const ScanPlan* plan) {
   int st = 0;
   rusage writer_usage{};
   (void)::wait4(writer, &st, 0, &writer_usage);
-  const double owner_children = children_cpu_seconds() - child0 - rusage_seconds(writer_usage);
+  const double owner_children =
+      bench::children_cpu_seconds() - child0 - bench::cpu_seconds(writer_usage);
   f.cpu_pct = 100.0 * (cpu + owner_children) / o.seconds;
   followers.clear();
   live.clear();

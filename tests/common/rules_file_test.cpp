@@ -70,5 +70,31 @@ TEST(RulesFile, LaterLayersReplaceAndDisable) {
   std::filesystem::remove_all(dir);
 }
 
+// A site's file of many sections spans several of the reader's blocks; every one of them is read.
+// Past 8 MiB the file is refused whole rather than read in part.
+TEST(RulesFile, ReadsAFileOfManyBlocksWholeAndRefusesOneOver8MiB) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rules_size_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream big(dir / "big.rules");
+    for (int i = 0; i < 5000; ++i)
+      big << "[signature s" << i << "]\npattern = a line some job prints number " << i << "\n";
+  }
+  ASSERT_GT(std::filesystem::file_size(dir / "big.rules"), 4u * 65536);
+  const auto r = parse_rules_file((dir / "big.rules").string());
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.sections.size(), 5000u);
+  EXPECT_EQ(r.sections.back().id, "s4999");
+  EXPECT_EQ(r.sections.back().first("pattern")->value, "a line some job prints number 4999");
+
+  std::filesystem::resize_file(dir / "big.rules", (8u << 20) + 1);
+  const auto over = parse_rules_file((dir / "big.rules").string());
+  EXPECT_TRUE(over.sections.empty());
+  ASSERT_EQ(over.errors.size(), 1u);
+  EXPECT_NE(std::string(over.errors[0].what()).find("larger than 8 MiB"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace triage
