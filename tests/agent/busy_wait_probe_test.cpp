@@ -10,15 +10,16 @@
 #include "agent/config.h"
 #include "analyzer/tsdb/local_prometheus.h"
 #include "analyzer/tsdb/tsdb.h"
-#include "analyzer/tsdb/tsdb_dir.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
 #include "tests/tsdb/scenario.h"
+#include "tests/tsdb/scenario_prometheus.h"
 
 namespace triage::agent {
 namespace {
 
 using tsdb::testing::Scenario;
+using tsdb::testing::ScenarioPrometheus;
 using tsdb::testing::ScenarioSpec;
 using tsdb::testing::SeriesKey;
 using Opt = std::optional<double>;
@@ -164,27 +165,6 @@ TEST(BusyWaitProbe, TheSettingsComeFromTriageConfWithAShortQueryTimeout) {
 
 // ---- a real cluster Prometheus ----
 
-// A cluster's Prometheus on loopback serving `sc`, whose series name their node
-// instance="nodeNNN:9100"; stopped by pid and removed at the end.
-class ClusterPrometheus {
- public:
-  ClusterPrometheus(const Scenario& sc, const TempDir& dir) : server_(options(dir)) {
-    sc.build_tsdb(dir / "cluster");
-    tsdb::copy_tsdb(tsdb::scan_tsdb_dir(dir / "cluster"), server_.data_dir(), {});
-    server_.start();
-  }
-  std::string url() const { return server_.url(); }
-
- private:
-  static tsdb::LaunchOptions options(const TempDir& dir) {
-    tsdb::LaunchOptions lo;
-    lo.binary = find_executable("prometheus");
-    lo.scratch_parent = dir.path();
-    return lo;
-  }
-  tsdb::LocalPrometheus server_;
-};
-
 // Two nodes of a cluster; training stops 20 minutes in and the job is still running 10 minutes
 // later, when the live loop asks.
 ScenarioSpec stalled_job_spec() {
@@ -216,7 +196,7 @@ StalledJob stalled(const Scenario& sc) {
 TEST(BusyWaitProbeCluster, GpusSpinningAtIdlePowerAreABusyWait) {
   TempDir dir("busy-wait");
   Scenario sc(stalled_job_spec());  // after training stops: 100% utilisation at ~300 W
-  ClusterPrometheus cluster(sc, dir);
+  ScenarioPrometheus cluster(sc, dir.path());
   const BusyWaitReading r =
       probe_busy_wait(settings_for(cluster.url()), stalled(sc), usec(sc.end()));
   EXPECT_TRUE(r.asked);
@@ -233,7 +213,7 @@ TEST(BusyWaitProbeCluster, GpusDrawingActivePowerAreNoBusyWait) {
          [](const SeriesKey& k, double t) -> Opt { return 885 + 10 * Scenario::jitter(k, t); });
   sc.set("ray_node_gpus_utilization",
          [](const SeriesKey& k, double t) -> Opt { return 97 + Scenario::jitter(k, t); });
-  ClusterPrometheus cluster(sc, dir);
+  ScenarioPrometheus cluster(sc, dir.path());
   const BusyWaitReading r =
       probe_busy_wait(settings_for(cluster.url()), stalled(sc), usec(sc.end()));
   EXPECT_TRUE(r.asked);

@@ -8,19 +8,27 @@
 
 #include <cstdio>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "tests/e2e/slurm_cluster.h"
 
 namespace triage::testing {
 
+// Completes a binary's options just before its cluster starts (a setting naming a server the
+// binary starts first, on a port known only then); throwing fails every test with its message.
+using PrepareCluster = std::function<void(ClusterOptions&)>;
+
 class ClusterEnvironment : public ::testing::Environment {
  public:
-  explicit ClusterEnvironment(ClusterOptions options) : options_(std::move(options)) {}
+  explicit ClusterEnvironment(ClusterOptions options, PrepareCluster prepare = {})
+      : options_(std::move(options)), prepare_(std::move(prepare)) {}
 
   void SetUp() override {
     try {
+      if (prepare_) prepare_(options_);
       cluster_ = std::make_unique<SlurmCluster>(options_);
     } catch (const std::exception& e) {
       error_ = e.what();
@@ -33,6 +41,7 @@ class ClusterEnvironment : public ::testing::Environment {
 
  private:
   ClusterOptions options_;
+  PrepareCluster prepare_;
   std::unique_ptr<SlurmCluster> cluster_;
   std::string error_;
 };
@@ -58,15 +67,16 @@ inline ClusterOptions this_build_cluster() {
 #endif
 
 // main() of a real-Slurm test binary: without root it reports "skipped" (CTest's
-// SKIP_RETURN_CODE 77); otherwise every test runs against one cluster, reachable through `*env`.
+// SKIP_RETURN_CODE 77); otherwise every test runs against one cluster, reachable through `*env`,
+// whose options `prepare` (when given) completes first.
 inline int run_with_cluster(int argc, char** argv, const char* name, const ClusterOptions& options,
-                            ClusterEnvironment** env) {
+                            ClusterEnvironment** env, PrepareCluster prepare = {}) {
   ::testing::InitGoogleTest(&argc, argv);
   if (geteuid() != 0) {
     (void)std::fprintf(stderr, "%s: needs root (it starts Slurm daemons); skipped\n", name);
     return 77;
   }
-  *env = new ClusterEnvironment(options);
+  *env = new ClusterEnvironment(options, std::move(prepare));
   ::testing::AddGlobalTestEnvironment(*env);  // gtest owns it from here
   return RUN_ALL_TESTS();
 }

@@ -19,6 +19,10 @@ const char* const kStepLines =
     "for i in $(seq 1 8); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
     "sleep 0.1; done";
 
+const char* const kStepsThenSleep =
+    "for i in $(seq 1 30); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
+    "sleep 1; done\nsleep 600";
+
 fs::path LayoutJob::job_dir() const {
   return fs::path(dir) / "outputs" / (std::to_string(id) + "-" + name);
 }

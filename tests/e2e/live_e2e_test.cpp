@@ -27,11 +27,6 @@ using std::chrono::seconds;
 ClusterEnvironment* g_env = nullptr;
 
 constexpr int kStallMinSeconds = 20;
-// Steps a second for 30 s, then silence. No timestamps of their own: the agent dates them by
-// when it reads them, as it does for most training loops' output.
-const char* const kStepsThenSleep =
-    "for i in $(seq 1 30); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
-    "sleep 1; done\nsleep 600";
 
 // Polls `pred` every second until it holds or `timeout` passes.
 bool within(seconds timeout, const std::function<bool()>& pred) {

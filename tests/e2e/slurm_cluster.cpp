@@ -43,14 +43,14 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-namespace {
-
 std::string short_hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   std::string h = buf;
   return h.substr(0, h.find('.'));
 }
+
+namespace {
 
 std::string tail_of(const fs::path& p, size_t lines) {
   std::ifstream in(p);

@@ -112,4 +112,7 @@ std::string slurm_cluster_script();
 // A TCP port nobody listens on right now (bound and released).
 int free_port();
 
+// This host's name up to its first dot: the node of a one-node cluster (known before it starts).
+std::string short_hostname();
+
 }  // namespace triage::testing
