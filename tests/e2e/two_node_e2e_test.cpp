@@ -53,7 +53,7 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ((*first)["ranks"], json::array({0}));
-  EXPECT_EQ((*second)["reachable"], true) << second->dump();
+  EXPECT_EQ((*second)["reachable"], true) << second->dump() << "\n" << c.logs();
   EXPECT_EQ((*second)["from_agent"], true) << "rank 1's exit came from the second node's agent";
   EXPECT_EQ((*second)["ranks"], json::array({1}));
   EXPECT_NE((*second)["exit"].get<std::string>().find("SIGKILL"), std::string::npos)
