@@ -69,7 +69,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
       fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
   });
-  pipeline_.set_live_record([this](uint64_t job_id) { return live_.record(job_id); });
+  pipeline_.set_live_record([this](uint64_t job_id) { return live_.hand_over(job_id); });
 }
 
 Agent::~Agent() {

@@ -196,4 +196,21 @@ void AnalysisRunner::kill_all() {
   runs_.clear();
 }
 
+size_t AnalysisRunner::kill_job(uint64_t job_id) {
+  size_t killed = 0;
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    Run& r = *it->second;
+    if (r.request.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    r.child->kill(SIGKILL);
+    (void)r.child->wait();
+    stop_watching(r);
+    it = runs_.erase(it);
+    ++killed;
+  }
+  return killed;
+}
+
 }  // namespace triage::agent

@@ -52,6 +52,9 @@ class AnalysisRunner {
   size_t running() const { return runs_.size(); }
   // Kills every running analysis (shutdown); their `done` callbacks are not called.
   void kill_all();
+  // Kills and reaps the job's running analyses, whose `done` callbacks are not called; once it
+  // returns none of them can write anything more. Returns how many there were.
+  size_t kill_job(uint64_t job_id);
 
  private:
   struct Run;

@@ -253,11 +253,14 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
   const Corroboration c = corroborate(nodes, f.facts.start_time * 1000000, f.remote);
   const HangDecision d = decide(*j, f, v, c);
   if (d.outcome == HangOutcome::kNone) return;
-  if (stall_unflagged(f.record)) flag(job_id, f, v, c, d, now_usec);
+  const bool flagging = stall_unflagged(f.record);
+  if (flagging) flag(job_id, f, v, c, d, now_usec);
   if (d.outcome == HangOutcome::kCancel || d.outcome == HangOutcome::kRequeue) {
     f.record.action_reason = d.reason;
     act(job_id, d.outcome, now_usec);
   }
+  // After the action is recorded: a cancel at the first flag is in the interim report too.
+  if (flagging) write_interim_report(job_id, f, now_usec);
 }
 
 void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
@@ -277,7 +280,6 @@ void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, cons
                v.basis, c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
   save(job_id, f, now_usec);
   set_comment(job_id, f);
-  write_interim_report(job_id, f, now_usec);
 }
 
 void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, int64_t now_usec) {
@@ -329,7 +331,7 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
 
 void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec) {
   const JobRecord* j = node_.jobs().find(job_id);
-  if (j == nullptr) return;
+  if (j == nullptr || f.handed_over) return;
   Evidence ev;
   ev.job = f.facts;
   ev.report_path = expand_report_path(cfg_.report_path, f.facts);
@@ -373,6 +375,14 @@ void LiveMonitor::stop(uint64_t job_id, int64_t now_usec) {
   if (it->second.busy) return;  // its answer is still coming; stopped on a later tick
   save(job_id, it->second, now_usec);
   jobs_.erase(it);
+}
+
+std::optional<LiveRecord> LiveMonitor::hand_over(uint64_t job_id) {
+  const auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) it->second.handed_over = true;
+  if (reports_.kill_job(job_id) != 0)
+    spdlog::info("job {}: interim hang report abandoned: the final report is on its way", job_id);
+  return record(job_id);
 }
 
 std::optional<LiveRecord> LiveMonitor::record(uint64_t job_id) {

@@ -85,6 +85,9 @@ class LiveMonitor {
 
   // The job's live record (memory, else its spool file), for the job-end evidence.
   std::optional<LiveRecord> record(uint64_t job_id);
+  // The record handed to the job's final analysis: from now on no interim report of the job is
+  // written, and one still running is killed, so that it can never land after the final report.
+  std::optional<LiveRecord> hand_over(uint64_t job_id);
 
   size_t followed() const { return jobs_.size(); }
   const Stats& stats() const { return stats_; }
@@ -106,7 +109,8 @@ class LiveMonitor {
     uint64_t saved_offset = 0;
     int64_t gpu_counted_usec = 0;
     std::string last_error;
-    RemoteEvidence remote;  // the last answer of the job's other nodes and the Prometheus
+    RemoteEvidence remote;     // the last answer of the job's other nodes and the Prometheus
+    bool handed_over = false;  // the final analysis has the record: no interim report any more
   };
 
   void start(uint64_t job_id, const JobRecord& job, int64_t now_usec);

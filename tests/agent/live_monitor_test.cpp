@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -103,7 +105,7 @@ class LiveLoop : public ::testing::Test {
   JobFacts facts() const {
     JobFacts f;
     f.job_id = kJob;
-    f.name = "llama";
+    f.name = job_name;
     f.uid = owner_uid();
     f.gid = owner_gid();
     f.state = state;
@@ -179,6 +181,17 @@ class LiveLoop : public ::testing::Test {
     return r.value_or(LiveRecord{});
   }
 
+  // The pid of the (fake) analyzer run that left its record in the job dir, when one did.
+  std::optional<pid_t> analyzer_pid() const {
+    const std::string prefix = "analyzer-" + std::to_string(kJob) + "-";
+    for (const auto& e : std::filesystem::directory_iterator(job_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && e.path().extension() == ".json")
+        return static_cast<pid_t>(std::stol(name.substr(prefix.size())));
+    }
+    return std::nullopt;
+  }
+
   // The interim report runs the (fake) analyzer, which leaves how it was run in the job dir.
   std::optional<nlohmann::json> analyzer_run() const {
     for (const auto& e : std::filesystem::directory_iterator(job_dir)) {
@@ -203,6 +216,7 @@ class LiveLoop : public ::testing::Test {
   std::string state = "RUNNING";
   bool requeue_allowed = false;
   std::vector<std::string> nodes{"n1"};
+  std::string job_name = "llama";  // "hang": the (fake) analyzer never ends
   // Set: the other nodes are asked, and each reports these kernel events (stamped just now).
   std::optional<std::vector<KernelEvent>> peer_events;
   int remote_asked = 0;
@@ -324,6 +338,26 @@ TEST_F(LiveLoop, AJobThatResumesAndStallsAgainIsFlaggedASecondTime) {
   EXPECT_NE(commands[1].back().find("step=89"), std::string::npos) << commands[1].back();
   tick(m, t + 80 * kSec);
   EXPECT_EQ(stats_of(m).hangs, 2U);
+}
+
+TEST_F(LiveLoop, AnInterimReportStillRunningWhenTheFinalAnalysisStartsIsKilledFirst) {
+  job_name = "hang";  // the interim report's analyzer never ends
+  on_loop([this] { register_job("notify"); });
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  ASSERT_TRUE(testing::eventually([&] { return analyzer_pid().has_value(); }));
+  const pid_t interim = *analyzer_pid();
+  ASSERT_EQ(::kill(interim, 0), 0) << "the interim report is still being written";
+  // The job ended; its final analysis takes the record over.
+  std::optional<LiveRecord> handed;
+  on_loop([&] { handed = m.hand_over(kJob); });
+  ASSERT_TRUE(handed);
+  EXPECT_EQ(handed->flagged_usec, last + 65 * kSec);
+  errno = 0;
+  EXPECT_EQ(::kill(interim, 0), -1) << "killed and reaped before the final report starts";
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_EQ(stats_of(m).interim_reports, 0U);
 }
 
 TEST_F(LiveLoop, ARequeueSlurmWouldRefuseIsOnlyRecorded) {

@@ -61,20 +61,20 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
 }
 
 // Issue 15's corroboration across nodes: a two-node job that asked for --triage-on-hang=cancel
-// prints steps for 30 s and then sleeps; meanwhile the second node's kernel says its GPU fell off
+// prints steps for 12 s and then sleeps; meanwhile the second node's kernel says its GPU fell off
 // the bus. When the batch host flags the stall it asks the other node, whose Xid backs the
 // verdict, so the cancel goes ahead at the first flag instead of waiting for twice the threshold.
 TEST(TwoNodes, AStallBackedByTheOtherNodesKernelIsCancelledAtTheFirstFlag) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob j = submit_layout_job(
       c, "live-peer", "stalls",
-      "for i in $(seq 1 30); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
+      "for i in $(seq 1 12); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
       "sleep 1; done\nsrun bash -c 'sleep 600'",
       {"-N", "2", "--ntasks-per-node", "1", "-t", "30", "--triage-on-hang=cancel"});
   c.wait_running(j.id);
   std::this_thread::sleep_for(std::chrono::seconds(5));
   c.kernel_line(c.nodes()[1], kXid79);
-  EXPECT_EQ(c.wait_job(j.id, std::chrono::seconds(30 + kStallMinSeconds + 90)), "CANCELLED")
+  EXPECT_EQ(c.wait_job(j.id, std::chrono::seconds(12 + kStallMinSeconds + 90)), "CANCELLED")
       << c.logs();
   wait_for_analysis(c, j.id, c.nodes()[0]);
   const json r = json::parse(slurp(j.job_dir() / "triage.json"));
