@@ -19,9 +19,12 @@ const char* const kStepLines =
     "for i in $(seq 1 8); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
     "sleep 0.1; done";
 
-const char* const kStepsThenSleep =
-    "for i in $(seq 1 30); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
-    "sleep 1; done\nsleep 600";
+std::string steps_then(int steps, const std::string& then) {
+  return "for i in $(seq 1 " + std::to_string(steps) +
+         "); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; sleep 1; done\n" + then;
+}
+
+const std::string kStepsThenSleep = steps_then(30, "sleep 600");
 
 fs::path LayoutJob::job_dir() const {
   return fs::path(dir) / "outputs" / (std::to_string(id) + "-" + name);

@@ -31,9 +31,11 @@ LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
 
 // Training-step lines for rank 0, 0.1 s apart (for a job body).
 extern const char* const kStepLines;
-// A step a second for 30 s, then silence (a hang, for the live loop). No timestamps of their
-// own: the agent dates them by when it reads them, as it does for most training loops' output.
-extern const char* const kStepsThenSleep;
+// A step a second for `steps` seconds, then `then` (a silence: a hang, for the live loop). No
+// timestamps of their own: the agent dates them by when it reads them, as it does for most
+// training loops' output. kStepsThenSleep: 30 steps, then `sleep 600`.
+std::string steps_then(int steps, const std::string& then);
+extern const std::string kStepsThenSleep;
 
 // Waits until the agent on `node` (default: the first) has the job's analysis summary in its
 // spool (report written, skipped for --triage=off, or failed) and returns it.

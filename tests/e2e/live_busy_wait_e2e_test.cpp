@@ -1,7 +1,7 @@
 // Issue 15's corroboration by the cluster Prometheus, the whole chain on a real Slurm: the agent's
 // triage.conf names a real prometheus on loopback (PrometheusURL) whose metrics show this host's
 // GPUs spinning in a collective (utilisation high, power at idle level: seed playbook 1's
-// busy-wait signature). A job that asked for --triage-on-hang=cancel prints steps for 30 s and
+// busy-wait signature). A job that asked for --triage-on-hang=cancel prints steps for 12 s and
 // then sleeps; when the live loop flags the stall it asks the Prometheus, whose answer backs the
 // verdict, so the cancel goes ahead at the first flag instead of waiting for twice the threshold
 // (live_e2e's cancel case, where nothing corroborates, shows the wait). A binary of its own: every
@@ -54,10 +54,10 @@ void start_cluster_prometheus(ClusterOptions& options) {
 
 TEST(LiveBusyWait, AStallTheClusterPrometheusSeesSpinningIsCancelledAtTheFirstFlag) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
-  const LayoutJob j = submit_layout_job(c, "live-busy-wait", "spins", kStepsThenSleep,
+  const LayoutJob j = submit_layout_job(c, "live-busy-wait", "spins", steps_then(12, "sleep 600"),
                                         {"-t", "30", "--triage-on-hang=cancel"});
   c.wait_running(j.id);
-  EXPECT_EQ(c.wait_job(j.id, std::chrono::seconds(30 + kStallMinSeconds + 90)), "CANCELLED")
+  EXPECT_EQ(c.wait_job(j.id, std::chrono::seconds(12 + kStallMinSeconds + 90)), "CANCELLED")
       << c.logs();
   wait_for_analysis(c, j.id);
   const json r = json::parse(slurp(j.job_dir() / "triage.json"));

@@ -43,8 +43,17 @@ std::string field(const std::map<std::string, std::string>& job, const std::stri
   return it == job.end() ? "" : it->second;
 }
 
+// The cancel case's job, submitted once. The first test submits it too, so that both jobs go
+// silent at the same time and the suite waits for one threshold instead of two.
+const LayoutJob& asked_for_cancel(const SlurmCluster& c) {
+  static const LayoutJob j = submit_layout_job(c, "live-cancel", "cancel-me", kStepsThenSleep,
+                                               {"-t", "30", "--triage-on-hang=cancel"});
+  return j;
+}
+
 TEST(Live, AJobWhoseStepsStopIsFlaggedHangLiveWhileRunning) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  (void)asked_for_cancel(c);
   const LayoutJob j =
       submit_layout_job(c, "live-hang", "stops-stepping", kStepsThenSleep, {"-t", "30"});
   c.wait_running(j.id);
@@ -79,8 +88,7 @@ TEST(Live, AJobWhoseStepsStopIsFlaggedHangLiveWhileRunning) {
 
 TEST(Live, AJobThatAskedForCancelIsCancelledAndItsReportSaysSo) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
-  const LayoutJob j = submit_layout_job(c, "live-cancel", "cancel-me", kStepsThenSleep,
-                                        {"-t", "30", "--triage-on-hang=cancel"});
+  const LayoutJob& j = asked_for_cancel(c);
   c.wait_running(j.id);
   // No node fact corroborates a sleeping job: the cancel waits for twice the threshold.
   const std::string state = c.wait_job(j.id, seconds(30 + 2 * kStallMinSeconds + 90));

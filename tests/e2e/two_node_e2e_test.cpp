@@ -67,9 +67,7 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
 TEST(TwoNodes, AStallBackedByTheOtherNodesKernelIsCancelledAtTheFirstFlag) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob j = submit_layout_job(
-      c, "live-peer", "stalls",
-      "for i in $(seq 1 12); do echo \"0: completed step: $i, seconds: 1.000, loss: 9.1\"; "
-      "sleep 1; done\nsrun bash -c 'sleep 600'",
+      c, "live-peer", "stalls", steps_then(12, "srun bash -c 'sleep 600'"),
       {"-N", "2", "--ntasks-per-node", "1", "-t", "30", "--triage-on-hang=cancel"});
   c.wait_running(j.id);
   std::this_thread::sleep_for(std::chrono::seconds(5));
