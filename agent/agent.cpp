@@ -247,12 +247,9 @@ LiveMonitor::Hooks Agent::live_hooks() {
   h.remote_evidence = [this, prometheus = busy_wait_settings(cfg_)](
                           const JobFacts& facts, int64_t stalled_since_usec, int64_t now_usec) {
     RemoteEvidence r;
-    PeerFetchOptions fetch;
-    fetch.munge_socket = cfg_.munge_socket;
-    fetch.timeout_ms = cfg_.peer_fetch_timeout_ms;
     r.peers = fetch_peer_evidence(slurm_, facts.job_id, facts.nodes,
                                   EvidenceWindow{facts.start_time, now_usec / 1000000},
-                                  cfg_.node_name, opts_.peer_url, fetch);
+                                  cfg_.node_name, opts_.peer_url, peer_fetch_options(cfg_));
     const BusyWaitReading bw = probe_busy_wait(
         prometheus, StalledJob{facts.nodes, facts.start_time * 1000000, stalled_since_usec, ""},
         now_usec);

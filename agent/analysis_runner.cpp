@@ -188,19 +188,18 @@ void AnalysisRunner::stop_watching(Run& r) {
 }
 
 void AnalysisRunner::kill_all() {
-  for (auto& [id, r] : runs_) {
-    r->child->kill(SIGKILL);
-    (void)r->child->wait();
-    stop_watching(*r);
-  }
-  runs_.clear();
+  (void)kill_if([](const Run&) { return true; });
 }
 
 size_t AnalysisRunner::kill_job(uint64_t job_id) {
+  return kill_if([job_id](const Run& r) { return r.request.job_id == job_id; });
+}
+
+size_t AnalysisRunner::kill_if(const std::function<bool(const Run&)>& which) {
   size_t killed = 0;
   for (auto it = runs_.begin(); it != runs_.end();) {
     Run& r = *it->second;
-    if (r.request.job_id != job_id) {
+    if (!which(r)) {
       ++it;
       continue;
     }

@@ -64,6 +64,8 @@ class AnalysisRunner {
   void poll_exit(uint64_t run_id);
   void finish(uint64_t run_id);
   void stop_watching(Run& r);
+  // Kills and reaps the runs `which` picks, without their `done` callbacks; how many there were.
+  size_t kill_if(const std::function<bool(const Run&)>& which);
 
   EventLoop& loop_;
   std::map<uint64_t, std::unique_ptr<Run>> runs_;

@@ -4,7 +4,6 @@
 
 #include "agent/config.h"
 #include "analyzer/tsdb/tsdb.h"
-#include "common/rules_file.h"
 #include "common/text.h"
 
 namespace triage::agent {
@@ -43,9 +42,7 @@ BusyWaitSettings busy_wait_settings(const AgentConfig& config) {
   s.prometheus_url = config.prometheus_url;
   s.host_label = config.prometheus_host_label;
   s.query_timeout_sec = std::min(config.tsdb_query_timeout_sec, kBusyWaitQueryTimeoutMaxSec);
-  s.rule_layers =
-      default_rule_layers(config.rules_dir.empty() ? std::vector<std::string>{}
-                                                   : std::vector<std::string>{config.rules_dir});
+  s.rule_layers = agent_rule_layers(config);
   return s;
 }
 

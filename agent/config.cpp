@@ -6,6 +6,7 @@
 
 #include "common/build_config.h"
 #include "common/live_stall_defaults.h"
+#include "common/rules_file.h"
 #include "common/text.h"
 #include "common/tsdb_config_keys.h"
 
@@ -276,6 +277,11 @@ std::vector<ConfigKeySpec> agent_config_specs() {
   for (ConfigKeySpec& k : tsdb_config_keys())
     specs.push_back(std::move(k));
   return specs;
+}
+
+std::vector<std::string> agent_rule_layers(const AgentConfig& cfg) {
+  return default_rule_layers(cfg.rules_dir.empty() ? std::vector<std::string>{}
+                                                   : std::vector<std::string>{cfg.rules_dir});
 }
 
 ConfigLoad load_agent_config(const std::string& path, const std::vector<std::string>& overrides) {

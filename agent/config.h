@@ -82,6 +82,9 @@ struct AgentConfig {
   collector::HealthPolicy health;
 };
 
+// The rules catalogs' layers the agent reads: the shipped ones, /etc/slurm/triage.d, then RulesDir.
+std::vector<std::string> agent_rule_layers(const AgentConfig& cfg);
+
 // The key specifications (names, types, defaults, help) of triage.conf.
 std::vector<ConfigKeySpec> agent_config_specs();
 

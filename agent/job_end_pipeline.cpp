@@ -154,9 +154,7 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
   const JobFacts epilog = facts_from_epilog(*j, cfg_.node_name);
   const std::string self = cfg_.node_name;
   const PeerUrl peer_url = peer_url_;
-  PeerFetchOptions fetch;
-  fetch.munge_socket = cfg_.munge_socket;
-  fetch.timeout_ms = cfg_.peer_fetch_timeout_ms;
+  const PeerFetchOptions fetch = peer_fetch_options(cfg_);
   const bool submitted = workers_.submit([this, job_id, epilog, self, peer_url, fetch] {
     // On a worker: slurmctld, peers and the passwd database may all be slow.
     const JobFacts facts = job_facts(slurm_, job_id, epilog);
@@ -311,9 +309,7 @@ void JobEndPipeline::push_outcome(const OutcomeRecord& record,
                  record.job_id, node);
   }
   if (requests.empty()) return;
-  PeerFetchOptions push;
-  push.munge_socket = cfg_.munge_socket;
-  push.timeout_ms = cfg_.peer_fetch_timeout_ms;
+  PeerFetchOptions push = peer_fetch_options(cfg_);
   push.max_body = 4096;
   const uint64_t job_id = record.job_id;
   (void)workers_.submit([this, job_id, requests = std::move(requests), push] {

@@ -187,6 +187,18 @@ NodeEvidence LiveMonitor::own_evidence(uint64_t job_id, const Followed& f, int64
   return own;
 }
 
+std::vector<NodeEvidence> LiveMonitor::job_nodes(const Followed& f, const NodeEvidence& own) {
+  std::vector<NodeEvidence> nodes;
+  nodes.reserve(1 + f.remote.peers.size());
+  nodes.push_back(own);
+  nodes.insert(nodes.end(), f.remote.peers.begin(), f.remote.peers.end());
+  return nodes;
+}
+
+Corroboration LiveMonitor::corroboration(const Followed& f, const NodeEvidence& own) {
+  return corroborate(job_nodes(f, own), f.facts.start_time * 1000000, f.remote);
+}
+
 HangDecision LiveMonitor::decide(const JobRecord& job, const Followed& f, const StallVerdict& v,
                                  const Corroboration& c) const {
   return decide_hang_action(
@@ -197,10 +209,7 @@ void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int
   const JobRecord* j = node_.jobs().find(job_id);
   if (j == nullptr) return;
   NodeEvidence own = own_evidence(job_id, f, now_usec);
-  const int64_t since = f.facts.start_time * 1000000;
-  std::vector<NodeEvidence> nodes = f.remote.peers;
-  nodes.insert(nodes.begin(), own);
-  if (decide(*j, f, v, corroborate(nodes, since, f.remote)).outcome == HangOutcome::kNone) return;
+  if (decide(*j, f, v, corroboration(f, own)).outcome == HangOutcome::kNone) return;
   // Slurm's word that the job still runs comes first (a suspended job prints nothing either), and
   // with it the AdminComment as it stands now; the other nodes and the Prometheus are asked at
   // most once a minute.
@@ -208,21 +217,21 @@ void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int
       hooks_.remote_evidence &&
       remote_evidence_due(f.remote.asked_usec, now_usec, kRemoteEvidenceIntervalUsec);
   f.busy = true;
-  hooks_.offload([this, job_id, v, own = std::move(own), ask_remote, known = f.facts,
-                  now_usec]() -> std::function<void()> {
-    std::string error;
-    std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
-    if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
-    std::optional<RemoteEvidence> remote;
-    if (facts && facts->state == "RUNNING" && ask_remote) {
-      remote = hooks_.remote_evidence(*facts, v.last_step_usec, now_usec);
-      remote->asked_usec = now_usec;
-    }
-    return [this, job_id, v, own, facts = std::move(facts), remote = std::move(remote),
-            now_usec]() mutable {
-      carry_out(job_id, v, own, std::move(facts), std::move(remote), now_usec);
-    };
-  });
+  hooks_.offload(
+      [this, job_id, v, own = std::move(own), ask_remote, now_usec]() -> std::function<void()> {
+        std::string error;
+        std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
+        if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
+        std::optional<RemoteEvidence> remote;
+        if (facts && facts->state == "RUNNING" && ask_remote) {
+          remote = hooks_.remote_evidence(*facts, v.last_step_usec, now_usec);
+          remote->asked_usec = now_usec;
+        }
+        return [this, job_id, v, own, facts = std::move(facts), remote = std::move(remote),
+                now_usec]() mutable {
+          carry_out(job_id, v, own, std::move(facts), std::move(remote), now_usec);
+        };
+      });
 }
 
 void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEvidence& own,
@@ -248,9 +257,7 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
   }
   const JobRecord* j = node_.jobs().find(job_id);
   if (j == nullptr) return;
-  std::vector<NodeEvidence> nodes = f.remote.peers;
-  nodes.insert(nodes.begin(), own);
-  const Corroboration c = corroborate(nodes, f.facts.start_time * 1000000, f.remote);
+  const Corroboration c = corroboration(f, own);
   const HangDecision d = decide(*j, f, v, c);
   if (d.outcome == HangOutcome::kNone) return;
   const bool flagging = stall_unflagged(f.record);
@@ -260,7 +267,7 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
     act(job_id, d.outcome, now_usec);
   }
   // After the action is recorded: a cancel at the first flag is in the interim report too.
-  if (flagging) write_interim_report(job_id, f, now_usec);
+  if (flagging) write_interim_report(job_id, f, own);
 }
 
 void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
@@ -329,14 +336,13 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
   });
 }
 
-void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec) {
-  const JobRecord* j = node_.jobs().find(job_id);
-  if (j == nullptr || f.handed_over) return;
+void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
+                                       const NodeEvidence& own) {
+  if (f.handed_over) return;
   Evidence ev;
   ev.job = f.facts;
   ev.report_path = expand_report_path(cfg_.report_path, f.facts);
-  ev.nodes.push_back(hooks_.own_evidence(*j, f.facts.start_time * 1000000, now_usec));
-  ev.nodes.insert(ev.nodes.end(), f.remote.peers.begin(), f.remote.peers.end());
+  ev.nodes = job_nodes(f, own);
   ev.live = f.record;
   AnalysisRequest req;
   req.job_id = job_id;

@@ -126,10 +126,14 @@ class LiveMonitor {
             const HangDecision& d, int64_t now_usec);
   void act(uint64_t job_id, HangOutcome outcome, int64_t now_usec);
   void set_comment(uint64_t job_id, const Followed& f);
-  void write_interim_report(uint64_t job_id, const Followed& f, int64_t now_usec);
+  // `own`: this node's evidence as the stall was judged on it.
+  void write_interim_report(uint64_t job_id, const Followed& f, const NodeEvidence& own);
   void save(uint64_t job_id, Followed& f, int64_t now_usec);
   void stop(uint64_t job_id, int64_t now_usec);
   NodeEvidence own_evidence(uint64_t job_id, const Followed& f, int64_t now_usec);
+  // Every node's evidence: this node's first, then the other nodes' last answers.
+  static std::vector<NodeEvidence> job_nodes(const Followed& f, const NodeEvidence& own);
+  static Corroboration corroboration(const Followed& f, const NodeEvidence& own);
   HangDecision decide(const JobRecord& job, const Followed& f, const StallVerdict& v,
                       const Corroboration& c) const;
 

@@ -8,7 +8,6 @@
 #include <systemd/sd-daemon.h>
 
 #include "common/boot_id.h"
-#include "common/rules_file.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 
@@ -74,9 +73,7 @@ void NodeFeeds::start_kernel_ingest(bool wanted) {
   KernelIngestOptions o;
   o.source = cfg_.kernel_source;
   o.path = cfg_.kernel_path;
-  o.rule_layers =
-      default_rule_layers(cfg_.rules_dir.empty() ? std::vector<std::string>{}
-                                                 : std::vector<std::string>{cfg_.rules_dir});
+  o.rule_layers = agent_rule_layers(cfg_);
   o.host = cfg_.node_name;
   o.boot_id_path = boot_id_path(cfg_.proc_root);
   // Without systemd as PID 1 there is no journald writing a journal for this boot.

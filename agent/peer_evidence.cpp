@@ -7,6 +7,13 @@
 
 namespace triage::agent {
 
+PeerFetchOptions peer_fetch_options(const AgentConfig& cfg) {
+  PeerFetchOptions o;
+  o.munge_socket = cfg.munge_socket;
+  o.timeout_ms = cfg.peer_fetch_timeout_ms;
+  return o;
+}
+
 std::vector<PeerRequest> peer_requests(SharedSlurm& slurm, uint64_t job_id,
                                        const std::vector<std::string>& nodes,
                                        const EvidenceWindow& window, const std::string& self,

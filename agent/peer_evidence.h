@@ -9,11 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "agent/config.h"
 #include "agent/peer_client.h"
 #include "agent/shared_slurm.h"
 #include "common/model.h"
 
 namespace triage::agent {
+
+// The agent's settings for asking its peers: its munge socket and PeerFetchTimeout.
+PeerFetchOptions peer_fetch_options(const AgentConfig& cfg);
 
 // Base URL of a peer's HTTP endpoint from its address (Slurm's NodeAddr, else its name).
 using PeerUrl = std::function<std::string(const std::string& node)>;

@@ -378,6 +378,13 @@ void to_json(json& j, const LiveWarning& w) {
   j = {{"class", w.cls}, {"line", w.line}, {"text", w.text}, {"seen_usec", w.seen_usec}};
 }
 
+void to_json(json& j, const LiveStall& st) {
+  j = {{"flagged_usec", st.flagged_usec},
+       {"step", st.step},
+       {"silence_s", st.silence_s},
+       {"resumed_usec", st.resumed_usec}};
+}
+
 void to_json(json& j, const LiveRecord& r) {
   j = json::object();
   j["followed_since_usec"] = r.followed_since_usec;
@@ -396,16 +403,7 @@ void to_json(json& j, const LiveRecord& r) {
   j["action_usec"] = r.action_usec;
   put(j, "action_error", r.action_error);
   if (r.stalls != 0) j["stalls"] = r.stalls;
-  if (!r.earlier_stalls.empty()) {
-    json earlier = json::array();
-    for (const LiveStall& st : r.earlier_stalls) {
-      earlier.push_back({{"flagged_usec", st.flagged_usec},
-                         {"step", st.step},
-                         {"silence_s", st.silence_s},
-                         {"resumed_usec", st.resumed_usec}});
-    }
-    j["earlier_stalls"] = std::move(earlier);
-  }
+  if (!r.earlier_stalls.empty()) j["earlier_stalls"] = r.earlier_stalls;
 }
 
 LiveRecord live_record_from_json(const json& j, const std::string& origin,

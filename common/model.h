@@ -208,6 +208,7 @@ void to_json(nlohmann::json& j, const JobFacts& f);
 void to_json(nlohmann::json& j, const NodeEvidence& n);
 void to_json(nlohmann::json& j, const RequeueNote& n);
 void to_json(nlohmann::json& j, const LiveWarning& w);
+void to_json(nlohmann::json& j, const LiveStall& s);
 void to_json(nlohmann::json& j, const LiveRecord& r);
 void to_json(nlohmann::json& j, const Evidence& e);
 
