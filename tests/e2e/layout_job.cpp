@@ -26,6 +26,14 @@ std::string steps_then(int steps, const std::string& then) {
 
 const std::string kStepsThenSleep = steps_then(30, "sleep 600");
 
+LayoutJob submit_rank1_killed_on_second_node(const SlurmCluster& c, const std::string& case_name) {
+  return submit_layout_job(c, case_name, "two-nodes",
+                           std::string(kStepLines) +
+                               "\nsrun bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
+                               "sleep 1'\nexit 137",
+                           {"-N", "2", "--ntasks-per-node", "1"});
+}
+
 fs::path LayoutJob::job_dir() const {
   return fs::path(dir) / "outputs" / (std::to_string(id) + "-" + name);
 }

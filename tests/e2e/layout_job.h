@@ -37,6 +37,10 @@ extern const char* const kStepLines;
 std::string steps_then(int steps, const std::string& then);
 extern const std::string kStepsThenSleep;
 
+// A job on two nodes whose rank 1 is killed (SIGKILL) on the second node while rank 0 finishes on
+// the first; the batch script exits 137.
+LayoutJob submit_rank1_killed_on_second_node(const SlurmCluster& c, const std::string& case_name);
+
 // Waits until the agent on `node` (default: the first) has the job's analysis summary in its
 // spool (report written, skipped for --triage=off, or failed) and returns it.
 nlohmann::json wait_for_analysis(const SlurmCluster& c, uint32_t id, const std::string& node = "",

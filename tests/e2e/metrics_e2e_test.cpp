@@ -120,15 +120,6 @@ class ScrapingPrometheus {
   std::unique_ptr<tsdb::PromClient> client_;
 };
 
-// A job on both nodes whose rank 1 is killed on the second node (a platform-looking failure).
-LayoutJob two_node_failure(const SlurmCluster& c, const std::string& case_name) {
-  return submit_layout_job(c, case_name, "two-nodes",
-                           std::string(kStepLines) +
-                               "\nsrun bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
-                               "sleep 1'\nexit 137",
-                           {"-N", "2", "--ntasks-per-node", "1"});
-}
-
 // A user's own bug on one node.
 LayoutJob user_failure(const SlurmCluster& c, const std::string& case_name) {
   return submit_layout_job(c, case_name, "bug",
@@ -164,8 +155,9 @@ TEST(Metrics, EveryDashboardPanelHasDataAfterAFewFailedJobs) {
     k << "[ 8001.000001] NVRM: Xid (PCI:0000:c1:00): 79, pid=4242, name=python3, GPU has fallen "
          "off the bus.\n";
   }
-  std::vector<LayoutJob> jobs = {two_node_failure(c, "m1"), user_failure(c, "m2"),
-                                 two_node_failure(c, "m3"), user_failure(c, "m4")};
+  std::vector<LayoutJob> jobs = {submit_rank1_killed_on_second_node(c, "m1"), user_failure(c, "m2"),
+                                 submit_rank1_killed_on_second_node(c, "m3"),
+                                 user_failure(c, "m4")};
   for (const LayoutJob& j : jobs) {
     EXPECT_EQ(c.wait_job(j.id), "FAILED");
     wait_for_analysis(c, j.id, c.nodes()[0]);

@@ -31,19 +31,10 @@ const json* node_entry(const json& report, const std::string& host) {
   return nullptr;
 }
 
-// Rank 1 runs on the second node and is killed there; rank 0 finishes on the first.
-LayoutJob two_node_job(const SlurmCluster& c, const std::string& case_name) {
-  return submit_layout_job(c, case_name, "two-nodes",
-                           std::string(kStepLines) +
-                               "\nsrun bash -c 'if [ $SLURM_PROCID = 1 ]; then kill -9 $$; fi; "
-                               "sleep 1'\nexit 137",
-                           {"-N", "2", "--ntasks-per-node", "1"});
-}
-
 TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   ASSERT_EQ(c.nodes().size(), 2u);
-  const LayoutJob j = two_node_job(c, "merge");
+  const LayoutJob j = submit_rank1_killed_on_second_node(c, "merge");
   EXPECT_EQ(c.wait_job(j.id), "FAILED");
   wait_for_analysis(c, j.id, c.nodes()[0]);  // the batch host's agent leads
   const json r = json::parse(slurp(j.job_dir() / "triage.json"));
@@ -89,7 +80,7 @@ TEST(TwoNodes, AStallBackedByTheOtherNodesKernelIsCancelledAtTheFirstFlag) {
 TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   c.stop_daemon("agent-" + c.nodes()[1]);
-  const LayoutJob j = two_node_job(c, "unreachable");
+  const LayoutJob j = submit_rank1_killed_on_second_node(c, "unreachable");
   EXPECT_EQ(c.wait_job(j.id), "FAILED");
   wait_for_analysis(c, j.id, c.nodes()[0]);
   const json r = json::parse(slurp(j.job_dir() / "triage.json"));
