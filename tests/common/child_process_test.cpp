@@ -1,5 +1,7 @@
 #include "common/child_process.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <system_error>
 
 #include "common/time_util.h"
@@ -30,6 +33,27 @@ bool dead(pid_t pid) {
   if (!std::getline(stat, line)) return true;
   const auto close = line.rfind(')');
   return close != std::string::npos && line.substr(close + 2, 1) == "Z";
+}
+
+// The descriptors this process has open, but the one used to list them.
+std::set<int> open_fds() {
+  std::set<int> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return fds;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::stoi(e->d_name);
+    if (fd != ::dirfd(d)) fds.insert(fd);
+  }
+  ::closedir(d);
+  return fds;
+}
+
+std::string joined(const std::set<int>& fds) {
+  std::string s;
+  for (const int fd : fds)
+    s += (s.empty() ? "" : " ") + std::to_string(fd);
+  return s;
 }
 
 ChildLimits within(milliseconds timeout) {
@@ -196,6 +220,79 @@ TEST(ChildProcess, ForkCallRunsTheFunctionAndReturnsItsStatus) {
   EXPECT_EQ(out, "hi");
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 7);
+}
+
+TEST(ChildProcess, ForkCallHoldsOnlyItsStandardDescriptorsAndTheOnesItIsHanded) {
+  // What a forked body could otherwise reach: the parent's files, with and without close-on-exec
+  // (without an exec that flag protects nothing).
+  const UniqueFd secret(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
+  const UniqueFd plain(::open("/etc/hostname", O_RDONLY));
+  ASSERT_TRUE(secret && plain);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd answer_r(p[0]), answer_w(p[1]);
+  ChildSpec s;
+  s.stdout_to = ChildOutput::kNull;
+  s.stderr_to = ChildOutput::kNull;
+  s.keep_fds = {answer_w.get()};
+  ChildProcess c = ChildProcess::fork_call(s, [&] {
+    write_all(answer_w.get(), joined(open_fds()));
+    return 0;
+  });
+  answer_w.reset();
+  const std::string held = read_fd_limited(answer_r.get(), 4096);
+  EXPECT_EQ(c.wait(), 0);
+  EXPECT_EQ(held, "0 1 2 " + std::to_string(p[1]));
+  // The parent still holds what the child did not get.
+  const std::set<int> parent = open_fds();
+  EXPECT_TRUE(parent.count(secret.get()) == 1 && parent.count(plain.get()) == 1);
+}
+
+TEST(ChildProcess, ForkCallWithNothingHandedHoldsOnlyItsStandardDescriptors) {
+  const UniqueFd extra(::open("/etc/hostname", O_RDONLY));
+  ASSERT_TRUE(extra);
+  ChildSpec s;
+  s.stdout_to = ChildOutput::kCapture;
+  s.stderr_to = ChildOutput::kNull;
+  ChildProcess c = ChildProcess::fork_call(s, [] {
+    const std::string fds = joined(open_fds());
+    (void)!::write(1, fds.data(), fds.size());
+    return 0;
+  });
+  const std::string out = read_fd_limited(c.out().get(), 4096);
+  EXPECT_EQ(c.wait(), 0);
+  EXPECT_EQ(out, "0 1 2");
+}
+
+TEST(ChildProcess, SpawnHandsAKeptDescriptorToTheProgramAcrossExec) {
+  const UniqueFd handed(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
+  const UniqueFd other(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(handed && other);
+  const std::string fd = "/proc/self/fd/";
+  ChildSpec s = shell("test -e " + fd + std::to_string(handed.get()) + " && echo handed; test -e " +
+                      fd + std::to_string(other.get()) + " && echo other; exit 0");
+  s.keep_fds = {handed.get()};
+  const ChildResult r = run_child(s, within(milliseconds(5000)));
+  EXPECT_EQ(r.out, "handed\n");
+}
+
+TEST(ChildProcess, AKeptDescriptorMustBeAnOpenOneAboveTheStandardThree) {
+  ChildSpec s;
+  s.stdout_to = ChildOutput::kNull;
+  s.stderr_to = ChildOutput::kNull;
+  s.keep_fds = {1};
+  try {
+    (void)ChildProcess::fork_call(s, [] { return 0; });
+    ADD_FAILURE() << "keeping descriptor 1 was accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EINVAL);
+    EXPECT_NE(std::string(e.what()).find("keep descriptor 1"), std::string::npos) << e.what();
+  }
+  int closed = ::open("/etc/hostname", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(closed, 3);
+  ::close(closed);
+  s.keep_fds = {closed};
+  EXPECT_THROW((void)ChildProcess::fork_call(s, [] { return 0; }), std::system_error);
 }
 
 TEST(ChildProcess, ADestroyedChildIsKilledAndReaped) {
