@@ -150,6 +150,29 @@ TEST(ChildFds, AJobLoggingToProcSelfFdGetsNothingOfAnotherUsersFollowedLog) {
       << agent_lines_about(c, a.id);
 }
 
+// The other way Slurm allows: --output naming /proc/self/fd/N itself. slurmstepd runs such a job
+// when N is open in it (1 and 2 always are: its output goes wherever the step's own stdout does),
+// and the agent is handed the path as the job's StdOut. It is refused by name, before any child
+// is forked.
+TEST(ChildFds, AnOutputNamingProcSelfFdItselfIsRefusedByName) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("fds-direct", SlurmCluster::kOtherUser);
+  std::ofstream(dir + "/job.sh") << "#!/bin/bash\necho '0: torch.OutOfMemoryError: CUDA out of "
+                                    "memory.'\nsleep 300\n";
+  const uint32_t id =
+      c.sbatch_as(SlurmCluster::kOtherUser, dir, {"-t", "5", "-o", "/proc/self/fd/1", "job.sh"});
+  c.wait_running(id);
+  EXPECT_EQ(c.job(id)["StdOut"], "/proc/self/fd/1");
+  const std::string refused = "live log: open /proc/self/fd/1: refused";
+  const bool said = within(
+      seconds(30), [&] { return agent_lines_about(c, id).find(refused) != std::string::npos; });
+  (void)c.as_root({"scancel", std::to_string(id)});
+  EXPECT_TRUE(said) << agent_lines_about(c, id) << c.logs();
+  EXPECT_EQ(agent_lines_about(c, id).find("early warning"), std::string::npos)
+      << agent_lines_about(c, id);
+  c.wait_job(id);
+}
+
 }  // namespace
 }  // namespace triage::testing
 
