@@ -2,14 +2,22 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <system_error>
 
@@ -293,6 +301,68 @@ TEST(ChildProcess, AKeptDescriptorMustBeAnOpenOneAboveTheStandardThree) {
   ::close(closed);
   s.keep_fds = {closed};
   EXPECT_THROW((void)ChildProcess::fork_call(s, [] { return 0; }), std::system_error);
+}
+
+// Runs `fn` in a process of its own after `setup` (which returns false when it cannot be done);
+// returns fn's exit status, 99 when the setup failed, 128 + the signal that ended it.
+int in_a_process(const std::function<bool()>& setup, const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(setup() ? fn() : 99);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// close_range(2) fails with ENOSYS from here on, as on kernels before 5.9 (a seccomp filter).
+bool without_close_range() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  const sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0 &&
+         ::syscall(SYS_close_range, 1000U, 1000U, 0U) != 0 && errno == ENOSYS;
+}
+
+// The extra descriptor `fd`'s fate in a forked child with nothing handed: 0 when it was closed,
+// 1 when the child still held it.
+int fork_call_closes(int fd) {
+  ChildSpec s;
+  s.stdout_to = ChildOutput::kNull;
+  s.stderr_to = ChildOutput::kNull;
+  ChildProcess c = ChildProcess::fork_call(s, [fd] { return ::fcntl(fd, F_GETFD) < 0 ? 0 : 1; });
+  const int st = c.wait();
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+}
+
+TEST(ChildProcess, WithoutCloseRangeTheChildClosesWhatProcSelfFdLists) {
+  const int status = in_a_process(without_close_range, [] {
+    const int extra = ::open("/etc/hostname", O_RDONLY);
+    const int high = ::fcntl(extra, F_DUPFD, 900);  // far above the others
+    return fork_call_closes(extra) + fork_call_closes(high);
+  });
+  EXPECT_EQ(status, 0) << (status == 99 ? "no seccomp filter" : "the child held a descriptor");
+}
+
+TEST(ChildProcess, WithoutCloseRangeOrProcTheChildClosesEveryNumberBelowTheLimit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to hide /proc in a mount namespace";
+  const auto no_proc = [] {
+    // A private mount namespace with an empty tmpfs over /proc: /proc/self/fd does not exist.
+    return without_close_range() && ::unshare(CLONE_NEWNS) == 0 &&
+           ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           ::mount("none", "/proc", "tmpfs", 0, nullptr) == 0 &&
+           ::access("/proc/self/fd", F_OK) != 0;
+  };
+  const int status = in_a_process(no_proc, [] {
+    const int extra = ::open("/etc/hostname", O_RDONLY);
+    const int high = ::fcntl(extra, F_DUPFD, 900);
+    return fork_call_closes(extra) + fork_call_closes(high);
+  });
+  EXPECT_EQ(status, 0) << (status == 99 ? "could not hide /proc" : "the child held a descriptor");
 }
 
 TEST(ChildProcess, ADestroyedChildIsKilledAndReaped) {
