@@ -127,8 +127,8 @@ UniqueFd open_regular_file_outside_proc(const std::string& path) {
   how.resolve = RESOLVE_NO_MAGICLINKS;
   long fd = ::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
   if (fd < 0 && (errno == ENOSYS || errno == E2BIG)) {
-    // No openat2: the procfs check below still catches /proc's own files, and the callers keep
-    // no descriptor a magic link could reopen.
+    // No openat2 (before 5.6): the procfs check below still catches /proc's own files; a magic
+    // link then reaches only what the calling process holds (the log opener's child: nothing).
     fd = ::openat(AT_FDCWD, path.c_str(), kReadRegular);
   }
   if (fd < 0) {
