@@ -314,7 +314,8 @@ namespace {
 
 // libslurm ends the whole process (fatal() -> exit) when it finds no configuration: no slurm.conf,
 // no configless cache, no SRV record. The agent must then run on the epilog's facts, not die, so
-// the first initialisation is tried in a child.
+// the first initialisation is tried in a child, which keeps none of the agent's descriptors (it
+// reads slurm.conf itself).
 bool slurm_config_loads() {
   ChildSpec quiet;
   quiet.stdout_to = ChildOutput::kInherit;
