@@ -49,6 +49,11 @@ struct JobRecord {
   int requeue_max = 0;
   bool requeue_allowed = false;
   std::vector<std::string> nodes;
+  // Which array task (and het job) this is, from slurmd's prolog and epilog environment or the
+  // batch step's task messages; never an srun step's, which come from the user's environment.
+  std::optional<uint32_t> array_job_id;
+  std::optional<uint32_t> array_task_id;
+  std::optional<uint32_t> het_job_id;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;

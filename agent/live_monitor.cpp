@@ -295,10 +295,19 @@ void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, int64_t now_usec) {
   // Recorded before the command runs: a second stalled poll must never issue it twice.
   f.record.action = what;
   f.record.action_usec = now_usec;
+  std::vector<std::string> argv;
+  try {
+    argv = outcome == HangOutcome::kCancel ? cancel_job_argv(job_ref(f.facts))
+                                           : requeue_job_argv(job_ref(f.facts));
+  } catch (const JobRefError& e) {
+    // Refused, never guessed: a bare id may be the whole array (agent/job_ref.h).
+    f.record.action_error = std::string("not done: ") + e.what();
+    save(job_id, f, now_usec);
+    spdlog::error("job {}: {} refused: {}", job_id, what, e.what());
+    return;
+  }
   f.busy = true;
   save(job_id, f, now_usec);
-  const std::vector<std::string> argv =
-      outcome == HangOutcome::kCancel ? cancel_job_argv(job_id) : requeue_job_argv(job_id);
   spdlog::warn("job {}: {} ({})", job_id, command_line(argv), f.record.action_reason);
   hooks_.offload([this, job_id, argv, what, now_usec]() -> std::function<void()> {
     SlurmCommandResult done = hooks_.run_command(argv);
@@ -325,7 +334,13 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
     spdlog::info("job {}: AdminComment left as it is: {}", job_id, merge.reason);
     return;
   }
-  const std::vector<std::string> argv = set_admin_comment_argv(job_id, merge.value);
+  std::vector<std::string> argv;
+  try {
+    argv = set_admin_comment_argv(job_ref(f.facts), merge.value);
+  } catch (const JobRefError& e) {
+    spdlog::error("job {}: AdminComment not set: {}", job_id, e.what());
+    return;
+  }
   hooks_.offload([this, job_id, argv]() -> std::function<void()> {
     SlurmCommandResult done = hooks_.run_command(argv);
     return [this, job_id, done = std::move(done)] {

@@ -219,8 +219,12 @@ uint32_t SlurmCluster::sbatch_as(const std::string& user, const std::string& dir
 }
 
 std::map<std::string, std::string> SlurmCluster::job(uint32_t id) const {
+  return job(std::to_string(id));
+}
+
+std::map<std::string, std::string> SlurmCluster::job(const std::string& spec) const {
   std::map<std::string, std::string> fields;
-  const CommandResult r = as_root({"scontrol", "show", "job", "-o", std::to_string(id)});
+  const CommandResult r = as_root({"scontrol", "show", "job", "-o", spec});
   if (!r.ok()) return fields;
   // Values may hold spaces (Command=..., paths): a word that looks like Key= starts a field,
   // any other word continues the previous value.

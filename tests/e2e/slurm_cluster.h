@@ -78,8 +78,9 @@ class SlurmCluster {
                    std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   CommandResult as_root(const std::vector<std::string>& argv) const;
 
-  // `scontrol show job -o` as key -> value.
+  // `scontrol show job -o` as key -> value. `spec` may name an array task ("4240_2").
   std::map<std::string, std::string> job(uint32_t id) const;
+  std::map<std::string, std::string> job(const std::string& spec) const;
   // Waits until the job has ended and its epilog has finished (not COMPLETING); returns JobState.
   std::string wait_job(uint32_t id,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
