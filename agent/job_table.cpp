@@ -1,5 +1,7 @@
 #include "agent/job_table.h"
 
+#include <climits>
+
 #include "common/error.h"
 #include "common/hostlist.h"
 #include "common/json_read.h"
@@ -86,6 +88,9 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
     }
     (void)r.u64("array_job_id");
     (void)r.u64("array_task_id");
+    if (const auto v = r.i64("restart_count"); v && (*v < 0 || *v > INT32_MAX)) {
+      r.fail("restart_count", "out of range");
+    }
   }
   m.raw = request;
   return m;
@@ -103,7 +108,15 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   const JsonObjectReader r(msg.raw, "spool", msg.op);
   const int64_t t = r.i64("time_usec").value_or(now_usec);
   j.touched_usec = std::max(j.touched_usec, t);
-  if (msg.op == "job_start" && j.ended) begin_new_attempt(j);
+  const std::optional<int64_t> restarts =
+      msg.op == "job_start" || msg.op == "job_end" ? r.i64("restart_count") : std::nullopt;
+  // A requeued job comes back under the same id: after its job_end, or with a higher restart
+  // count when the earlier attempt's job_end never reached this node.
+  if (msg.op == "job_start" &&
+      (j.ended || (restarts && j.restart_count && *restarts > *j.restart_count))) {
+    begin_new_attempt(j);
+  }
+  if (restarts) j.restart_count = static_cast<int>(*restarts);
   if (msg.op == "job_start" || msg.op == "job_end") {
     if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
     if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
@@ -184,6 +197,13 @@ void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& recor
 void JobTable::set_analysis(uint64_t job_id, const nlohmann::json& summary) {
   JobRecord& j = jobs_[job_id];
   j.job_id = job_id;
+  // An earlier attempt's summary that lands after the next attempt started (its analysis was slow)
+  // stays in the spool and the history; it must not mark the running attempt analysed.
+  const auto rc = summary.find("restart_count");
+  if (rc != summary.end() && rc->is_number_integer() && j.restart_count &&
+      rc->get<int64_t>() != *j.restart_count) {
+    return;
+  }
   j.analysis = summary;
 }
 
@@ -218,6 +238,7 @@ void JobTable::begin_new_attempt(JobRecord& j) {
   j.ended = false;
   j.end_usec = 0;
   j.start_usec = 0;
+  j.restart_count.reset();
   j.batch_here = false;
   j.job_end = nlohmann::json();
   j.analysis.reset();

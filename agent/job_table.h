@@ -49,6 +49,10 @@ struct JobRecord {
   int requeue_max = 0;
   bool requeue_allowed = false;
   std::vector<std::string> nodes;
+  // The attempt this record is about: Slurm's restart count as the prolog/epilog saw it
+  // (SLURM_JOB_RESTART_COUNT; absent from plugins that did not send it). A job_start of another
+  // attempt starts the record afresh (begin_new_attempt).
+  std::optional<int> restart_count;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;

@@ -323,5 +323,41 @@ TEST(RequeueRegistration, TheNextAttemptOnTheSameNodeIsAJobToAnalyseAgain) {
   EXPECT_EQ(again.requeue_max, 1) << "the job's own settings stay";
 }
 
+TEST(RequeueRegistration, AJobStartOfALaterAttemptIsAFreshRecordEvenWithoutTheJobEnd) {
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(parse_lifecycle(lifecycle("task_start", 7, "t0",
+                                    {{"step", "batch"}, {"task", 0}, {"rank", 0}, {"pid", 4242}})),
+          2);
+  // The first attempt's job_end never reached this node.
+  const JobRecord& again =
+      t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1", {{"restart_count", 1}})), 4);
+  EXPECT_EQ(again.restart_count, 1);
+  EXPECT_TRUE(again.tasks.empty()) << "the first attempt's tasks are not this one's";
+  EXPECT_TRUE(t.jobs_with_pid(4242).empty());
+  // The same attempt's job_start again (a duplicate) changes nothing.
+  t.apply(parse_lifecycle(lifecycle("task_start", 7, "t1",
+                                    {{"step", "batch"}, {"task", 0}, {"rank", 0}, {"pid", 5252}})),
+          5);
+  EXPECT_EQ(t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1b", {{"restart_count", 1}})), 6)
+                .tasks.size(),
+            1u);
+  EXPECT_THROW(parse_lifecycle(lifecycle("job_start", 9, "x", {{"restart_count", -1}})),
+               InputError);
+}
+
+TEST(RequeueRegistration, AnEarlierAttemptsLateSummaryDoesNotMarkTheNextOneAnalysed) {
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(parse_lifecycle(lifecycle("job_end", 7, "e0", {{"restart_count", 0}})), 3);
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1", {{"restart_count", 1}})), 4);
+  // The first attempt's analysis finishes after the second attempt started: it stays in the spool
+  // and the history, but the running attempt still waits for its own.
+  t.set_analysis(7, {{"r", "analysis"}, {"result", "ok"}, {"restart_count", 0}});
+  EXPECT_FALSE(t.find(7)->analysis);
+  t.set_analysis(7, {{"r", "analysis"}, {"result", "ok"}, {"restart_count", 1}});
+  EXPECT_TRUE(t.find(7)->analysis);
+}
+
 }  // namespace
 }  // namespace triage::agent
