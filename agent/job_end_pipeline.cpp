@@ -152,8 +152,9 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
     return;
   }
   const JobFacts epilog = facts_from_epilog(*j, cfg_.node_name);
-  // The attempt that ended, as its prolog/epilog saw it: slurmctld already counts the requeue that
-  // ended a requeued attempt, and its evidence (the live record above all) is that attempt's.
+  // The attempt that ended, as its prolog saw it: slurmctld (and the epilog) already count the
+  // requeue that ended a requeued attempt, and its evidence (the live record above all) is that
+  // attempt's.
   const std::optional<int> ended_attempt = j->restart_count;
   const std::string self = cfg_.node_name;
   const PeerUrl peer_url = peer_url_;

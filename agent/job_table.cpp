@@ -108,8 +108,11 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   const JsonObjectReader r(msg.raw, "spool", msg.op);
   const int64_t t = r.i64("time_usec").value_or(now_usec);
   j.touched_usec = std::max(j.touched_usec, t);
+  // The attempt's restart count as its prolog saw it (the launch credential's). Not the epilog's:
+  // slurmctld counts a requeue before it kills the job, so a requeued attempt's epilog already
+  // sees the next attempt's count.
   const std::optional<int64_t> restarts =
-      msg.op == "job_start" || msg.op == "job_end" ? r.i64("restart_count") : std::nullopt;
+      msg.op == "job_start" ? r.i64("restart_count") : std::nullopt;
   // A requeued job comes back under the same id: after its job_end, or with a higher restart
   // count when the earlier attempt's job_end never reached this node.
   if (msg.op == "job_start" &&

@@ -49,9 +49,9 @@ struct JobRecord {
   int requeue_max = 0;
   bool requeue_allowed = false;
   std::vector<std::string> nodes;
-  // The attempt this record is about: Slurm's restart count as the prolog/epilog saw it
-  // (SLURM_JOB_RESTART_COUNT; absent from plugins that did not send it). A job_start of another
-  // attempt starts the record afresh (begin_new_attempt).
+  // The attempt this record is about: Slurm's restart count as its prolog saw it
+  // (SLURM_JOB_RESTART_COUNT in job_start; absent when no job_start said it). A job_start of a
+  // later attempt starts the record afresh (begin_new_attempt).
   std::optional<int> restart_count;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
