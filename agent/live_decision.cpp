@@ -157,10 +157,10 @@ bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t 
   return record_changed || (moved && now_usec - last_saved_usec >= interval_usec);
 }
 
-double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus,
-                         int64_t counted_until_usec, int64_t now_usec) {
+double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus, int64_t last_step,
+                         int64_t counted_until, int64_t now) {
   if (record.flagged_usec == 0 || record.resumed_usec != 0 || !gpus) return 0;
-  return gpu_hours(*gpus, std::max(counted_until_usec, record.last_step_usec), now_usec);
+  return gpu_hours(*gpus, std::max(counted_until, last_step), now);
 }
 
 nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record, int64_t lines,

@@ -126,10 +126,11 @@ void record_action_try(LiveRecord& record, bool ok, const std::string& error);
 bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t now_usec,
               int64_t interval_usec);
 
-// Contract: the GPU-hours a stalled job burnt between `counted_until_usec` (or its last step, if
-// later) and `now_usec`; 0 unless it is flagged and has not resumed.
-double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus,
-                         int64_t counted_until_usec, int64_t now_usec);
+// Contract: the GPU-hours a stalled job burnt between `counted_until` (or its last step, if later)
+// and `now`, all three on one clock (the live loop's monotonic one, so that a step of the wall
+// clock adds none); 0 unless it is flagged and has not resumed.
+double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus, int64_t last_step,
+                         int64_t counted_until, int64_t now);
 
 // The job's live state as a spool record: {"r":"live","attempt":{"restarts":R,"start":S},
 // "follow":...,"record":...,"lines":N}.

@@ -131,12 +131,18 @@ void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
     }
   }
   f.attempt = attempt;
+  // A requeued attempt whose prolog Slurm did not run again sent no job_start: the job table learns
+  // its attempt here, for the job-end evidence.
+  if (JobRecord* j = node_.jobs().find(job_id); j != nullptr && !j->restart_count)
+    j->restart_count = attempt.restart_count;
   f.facts = std::move(*facts);
   f.owner = *owner;
   f.home = std::move(home);
   f.job = std::make_shared<LiveJob>(job_id, state, *owner, *plan_, lines);
   f.saved_offset = state.offset;
   f.saved_mono = now.mono_usec;
+  // A resumed stall counts from here: the time the agent was away is not known on this clock.
+  f.gpu_counted_mono = now.mono_usec;
   spdlog::info("job {}: following {} as uid {} from byte {}", job_id, state.path, owner->uid,
                state.offset);
 }
@@ -181,9 +187,9 @@ void LiveMonitor::on_poll(LiveObservation obs) {
     spdlog::info("job {}: steps again after the flagged stall", job_id);
     changed = true;
   }
-  stats_.stalled_gpu_hours +=
-      stalled_gpu_hours(f.record, f.facts.gpus, f.gpu_counted_usec, obs.at.wall_usec);
-  f.gpu_counted_usec = obs.at.wall_usec;
+  stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono,
+                                                f.gpu_counted_mono, obs.at.mono_usec);
+  f.gpu_counted_mono = obs.at.mono_usec;
   const bool moved = obs.follow.offset != f.saved_offset;
   f.follow = std::move(obs.follow);
   f.lines = obs.lines;
@@ -301,8 +307,10 @@ void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, cons
     f.record.action_usec = now.wall_usec;
   }
   ++stats_.hangs;
-  stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, 0, now.wall_usec);
-  f.gpu_counted_usec = now.wall_usec;
+  f.last_step_mono = v.last_step_mono;
+  stats_.stalled_gpu_hours +=
+      stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono, 0, now.mono_usec);
+  f.gpu_counted_mono = now.mono_usec;
   spdlog::warn("job {}: hang (live) at step {}{}: {}{}", job_id, v.last_step,
                f.record.stalls > 1 ? " (stall " + std::to_string(f.record.stalls) + ")" : "",
                v.basis, c.lines.empty() ? "" : "; corroborated by " + c.lines.front());

@@ -122,7 +122,9 @@ class LiveMonitor {
     bool gone = false;  // slurmctld says it ended or runs another attempt (no job_end reached us)
     int64_t saved_mono = 0;
     uint64_t saved_offset = 0;
-    int64_t gpu_counted_usec = 0;
+    // Stalled GPU-hours are counted up to here (monotonic), from the flagged stall's last step.
+    int64_t gpu_counted_mono = 0;
+    int64_t last_step_mono = 0;
     std::string last_error;
     RemoteEvidence remote;          // the last answer of the job's other nodes and the Prometheus
     bool handed_over = false;       // the final analysis has the record: no interim report any more

@@ -239,14 +239,14 @@ TEST(LiveSave, ARecordChangeSavesAtOnceMovementOnlyEveryInterval) {
 
 TEST(LiveCost, StalledGpuHoursCountFromTheLastStepUntilResumed) {
   LiveRecord r;
-  EXPECT_EQ(stalled_gpu_hours(r, 8, 0, kT0), 0);  // not flagged
+  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0, 0, kT0), 0);  // not flagged
   flag_stall(r, stalled_at_step(29), {}, kT0 + 600 * kSec);
   // From the last step (kT0) to the flag: 8 GPUs x 10 minutes.
-  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, 0, kT0 + 600 * kSec), 8.0 / 6);
-  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0 + 600 * kSec, kT0 + 1050 * kSec), 1.0);
-  EXPECT_EQ(stalled_gpu_hours(r, std::nullopt, kT0, kT0 + 1000 * kSec), 0);
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0, 0, kT0 + 600 * kSec), 8.0 / 6);
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0, kT0 + 600 * kSec, kT0 + 1050 * kSec), 1.0);
+  EXPECT_EQ(stalled_gpu_hours(r, std::nullopt, kT0, kT0, kT0 + 1000 * kSec), 0);
   r.resumed_usec = kT0 + 1100 * kSec;
-  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0 + 1050 * kSec, kT0 + 1200 * kSec), 0);
+  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0, kT0 + 1050 * kSec, kT0 + 1200 * kSec), 0);
   EXPECT_EQ(gpu_hours(8, kT0, kT0 - kSec), 0);
 }
 

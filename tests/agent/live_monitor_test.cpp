@@ -91,14 +91,19 @@ class LiveLoop : public ::testing::Test {
     return copy;
   }
 
-  void register_job(const std::string& on_hang = "cancel", int requeue_max = 0) {
+  // `prolog` false: only the batch task's start arrives (Slurm did not run the prolog again for a
+  // job it requeued onto this node).
+  void register_job(const std::string& on_hang = "cancel", int requeue_max = 0,
+                    bool prolog = true) {
     const std::string a = std::to_string(restarts);
     const nlohmann::json owner = {{"uid", owner_uid()},        {"gid", owner_gid()},
                                   {"mode", "basic"},           {"on_hang", on_hang},
                                   {"hang_action", "allow"},    {"time_usec", started},
                                   {"restart_count", restarts}, {"requeue_max", requeue_max}};
-    node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1-" + a, owner)),
-                      started);
+    if (prolog) {
+      node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1-" + a, owner)),
+                        started);
+    }
     node.jobs().apply(parse_lifecycle(testing::lifecycle(
                           "task_start", kJob, "m2-" + a,
                           {{"step", "batch"}, {"task", 0}, {"pid", 77}, {"time_usec", started}})),
@@ -587,6 +592,30 @@ TEST_F(LiveLoop, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItself) {
   EXPECT_FALSE(none) << "no attempt 2 ran here";
 }
 
+TEST_F(LiveLoop, ARequeuedAttemptWhosePrologSlurmDidNotRunAgainIsStillANewAttempt) {
+  on_loop([this] { register_job("requeue", 1); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);  // requeued
+  on_loop([&] {
+    node.jobs().apply(
+        parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", {{"time_usec", last}})),
+        last + 126 * kSec);
+  });
+  tick(m, last + 130 * kSec);
+  restarts = 1;
+  started = last + 200 * kSec;
+  testing::write_file(log, "");
+  on_loop([this] { register_job("requeue", 1, /*prolog=*/false); });
+  const int64_t last2 = steps_every_second(m, 20, started);
+  tick(m, last2 + 65 * kSec);
+  EXPECT_EQ(record(m).step, 19) << "flagged as itself";
+  std::optional<int> learnt;
+  on_loop([&] { learnt = node.jobs().find(kJob)->restart_count; });
+  EXPECT_EQ(learnt, 1) << "the attempt, from slurmctld, for the job-end evidence";
+}
+
 TEST_F(LiveLoop, AStallOfAnAttemptSlurmNoLongerRunsTouchesNothing) {
   LiveMonitor& m = new_monitor();
   const int64_t last = steps_every_second(m, 30);
@@ -689,6 +718,17 @@ TEST_F(LiveLoop, AnAgentRestartedBetweenTwoTriesTriesAgain) {
   ASSERT_EQ(commands.size(), 3U);
   EXPECT_EQ(commands[2], (std::vector<std::string>{"scancel", "4242"}));
   EXPECT_EQ(record(second).action_result, "done");
+}
+
+TEST_F(LiveLoop, AWallClockStepWhileAJobIsStalledAddsNoGpuHours) {
+  on_loop([this] { register_job("notify"); });
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  const double at_flag = stats_of(m).stalled_gpu_hours;
+  EXPECT_DOUBLE_EQ(at_flag, 8 * 65.0 / 3600);  // 8 GPUs since the last step
+  tick(m, LiveInstant{last + 70 * kSec + 6 * kHour, last + 70 * kSec});
+  EXPECT_NEAR(stats_of(m).stalled_gpu_hours - at_flag, 8 * 5.0 / 3600, 1e-9) << "5 s, not 6 h";
 }
 
 }  // namespace

@@ -346,6 +346,33 @@ TEST(RequeueRegistration, AJobStartOfALaterAttemptIsAFreshRecordEvenWithoutTheJo
                InputError);
 }
 
+TEST(RequeueRegistration, ATaskThatStartsAfterTheJobEndedBeginsTheNextAttempt) {
+  // Slurm requeued the job onto this node without running its prolog again: no job_start.
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t0",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 4242}, {"time_usec", 2}})),
+      2);
+  t.apply(parse_lifecycle(lifecycle("job_end", 7, "e0", {{"time_usec", 3}})), 3);
+  // A late copy of the first attempt's task message (from the inbox) changes nothing.
+  t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t0b",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 4242}, {"time_usec", 2}})),
+      4);
+  EXPECT_TRUE(t.find(7)->ended);
+  const JobRecord& again = t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t1",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 5252}, {"time_usec", 9}})),
+      9);
+  EXPECT_FALSE(again.ended);
+  EXPECT_TRUE(again.batch_here);
+  EXPECT_FALSE(again.restart_count) << "not known until slurmctld says";
+  ASSERT_EQ(again.tasks.size(), 1u);
+  EXPECT_EQ(again.tasks.begin()->second.pid, 5252);
+  EXPECT_TRUE(t.running().count(7));
+}
+
 TEST(RequeueRegistration, AnEarlierAttemptsLateSummaryDoesNotMarkTheNextOneAnalysed) {
   JobTable t;
   t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
