@@ -69,7 +69,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
       fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
   });
-  pipeline_.set_live_record([this](uint64_t job_id) { return live_.hand_over(job_id); });
+  pipeline_.set_live_record([this](uint64_t job_id, int restart_count) {
+    return live_.hand_over(job_id, restart_count);
+  });
 }
 
 Agent::~Agent() {
@@ -132,7 +134,7 @@ void Agent::start_ticks() {
     ticks_.back()->start();
   };
   every("health", 1000, [this] { health_.evaluate(); });
-  every("live", kLivePollMs, [this] { live_.tick(now_usec()); });
+  every("live", kLivePollMs, [this] { live_.tick(live_now()); });
   every("inbox", 30000, [this] { socket_.scan_inbox(); });
   every("maintain", 60000, [this] {
     node_.maintain([this](uint64_t id) { return pipeline_.busy(id); });

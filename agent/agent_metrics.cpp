@@ -251,14 +251,19 @@ void live_hangs(Page& p, const LiveMonitor& live) {
   p.single("triage_live_early_warnings_total", "counter",
            "Failure lines (first of their class) seen in running jobs' logs.", s.early_warnings);
   p.m.family("triage_live_hang_actions_total", "counter",
-             "Hang actions the agent issued (scancel, scontrol requeue), by action.");
+             "Hang actions the agent carried out (scancel, scontrol requeue worked), by action.");
   for (const char* a : {"cancel", "requeue"}) {
     const auto it = s.actions.find(a);
     p.m.sample("triage_live_hang_actions_total", p.with({{"action", a}}),
                it == s.actions.end() ? uint64_t{0} : it->second);
   }
   p.single("triage_live_hang_action_failures_total", "counter",
-           "Hang actions whose command failed.", s.action_failures);
+           "Tries of a hang action whose command failed (each is tried up to 3 times).",
+           s.action_failures);
+  p.single("triage_live_hang_actions_not_done_total", "counter",
+           "Hang actions not run: slurmctld showed another attempt of the job, or it no longer "
+           "ran.",
+           s.actions_not_done);
   p.single("triage_live_comment_failures_total", "counter",
            "AdminComment updates for flagged jobs that failed.", s.comment_failures);
   p.single("triage_live_poll_failures_total", "counter",

@@ -75,6 +75,10 @@ HangDecision notify_once(const HangFacts& f, bool corroborated, std::string reas
 
 }  // namespace
 
+int hang_requeues_allowed(const HangFacts& f) {
+  return f.requeue_max > 0 ? f.requeue_max : 1;
+}
+
 HangDecision decide_hang_action(const HangFacts& f) {
   if (!f.stalled) return {HangOutcome::kNone, false, "the job is not stalled"};
   const std::string evidence = corroboration(f);
@@ -98,12 +102,29 @@ HangDecision decide_hang_action(const HangFacts& f) {
                            " waits for a node fact or " + seconds(2 * f.threshold_s) +
                            " of silence");
   }
+  const std::string backing = corroborated ? "corroborated by " + evidence
+                                           : "after twice the threshold without a node fact";
   HangDecision d;
-  d.outcome = f.asked == HangChoice::kCancel ? HangOutcome::kCancel : HangOutcome::kRequeue;
   d.corroborated = corroborated;
-  d.reason = stall + "; " + std::string(to_string(d.outcome)) + " as the user asked, " +
-             (corroborated ? "corroborated by " + evidence
-                           : "after twice the threshold without a node fact");
+  const int allowed = hang_requeues_allowed(f);
+  if (f.asked == HangChoice::kRequeue && f.restarts >= allowed) {
+    d.outcome = HangOutcome::kCancel;
+    const std::string limit =
+        f.requeue_max > 0
+            ? "the " + std::to_string(allowed) +
+                  " --triage-requeue=" + std::to_string(f.requeue_max) + " allows"
+            : std::string("the one --triage-on-hang=requeue allows without --triage-requeue");
+    d.reason = stall + "; requeue refused: Slurm shows the job requeued " +
+               std::to_string(f.restarts) + " time(s), " + limit +
+               ", so it is cancelled instead, " + backing;
+    return d;
+  }
+  d.outcome = f.asked == HangChoice::kCancel ? HangOutcome::kCancel : HangOutcome::kRequeue;
+  d.reason = stall + "; " + std::string(to_string(d.outcome)) + " as the user asked" +
+             (d.outcome == HangOutcome::kRequeue ? " (requeue " + std::to_string(f.restarts + 1) +
+                                                       " of " + std::to_string(allowed) + ")"
+                                                 : std::string()) +
+             ", " + backing;
   return d;
 }
 

@@ -39,6 +39,11 @@ struct HangFacts {
   bool acted = false;        // a cancel or requeue was already issued for this job
   bool batch = false;        // a batch job (Slurm requeues nothing else)
   bool requeueable = false;  // Slurm's Requeue=1 for the job
+  // The bound on requeues, shared with --triage-requeue=N: Slurm's Restarts for the job as
+  // slurmctld shows it at the decision (every requeue of the job, on any node, by anyone), and the
+  // N the job registered (0: no --triage-requeue; --triage-on-hang=requeue alone allows one).
+  int restarts = 0;
+  int requeue_max = 0;
 };
 
 struct HangDecision {
@@ -47,10 +52,16 @@ struct HangDecision {
   std::string reason;         // one sentence, for the record and the final report
 };
 
+// The requeues a hung job may have: --triage-requeue=N's N, or one when only
+// --triage-on-hang=requeue was given (as a bare --triage-requeue means one).
+int hang_requeues_allowed(const HangFacts& f);
+
 // Contract: nothing unless the job is stalled and nothing was acted on yet; notify (once) for
 // every stalled job; cancel or requeue only when the user asked, the admin allowed it, Slurm can
 // do it, and the stall is corroborated by a node fact or has lasted twice its threshold, else the
-// request is downgraded to notify with the reason why.
+// request is downgraded to notify with the reason why; a requeue the job has no requeues left for
+// (Slurm's Restarts at hang_requeues_allowed) becomes a cancel, since the user accepted that the
+// hung attempt ends and only its rerun is used up.
 HangDecision decide_hang_action(const HangFacts& f);
 
 }  // namespace triage::agent

@@ -158,6 +158,7 @@ nlohmann::json analysis_summary(const JobFacts& facts, const std::string& target
                                 const std::vector<std::string>& unreachable, int64_t now_usec) {
   nlohmann::json s = {{"r", "analysis"},
                       {"job_id", facts.job_id},
+                      {"restart_count", facts.restart_count},
                       {"time_usec", now_usec},
                       {"mode", facts.mode},
                       {"target", target},

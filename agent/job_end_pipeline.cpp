@@ -152,29 +152,35 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
     return;
   }
   const JobFacts epilog = facts_from_epilog(*j, cfg_.node_name);
+  // The attempt that ended, as its prolog saw it: slurmctld (and the epilog) already count the
+  // requeue that ended a requeued attempt, and its evidence (the live record above all) is that
+  // attempt's.
+  const std::optional<int> ended_attempt = j->restart_count;
   const std::string self = cfg_.node_name;
   const PeerUrl peer_url = peer_url_;
   const PeerFetchOptions fetch = peer_fetch_options(cfg_);
-  const bool submitted = workers_.submit([this, job_id, epilog, self, peer_url, fetch] {
-    // On a worker: slurmctld, peers and the passwd database may all be slow.
-    const JobFacts facts = job_facts(slurm_, job_id, epilog);
-    const std::vector<PeerRequest> requests =
-        peer_requests(slurm_, job_id, facts.nodes, EvidenceWindow{facts.start_time, facts.end_time},
-                      self, peer_url);
-    std::vector<NodeEvidence> peers;
-    for (const PeerResponse& r : fetch_from_peers(requests, fetch))
-      peers.push_back(peer_evidence(r));
-    // Where the peers were reached: the job's outcome goes there too, without asking again.
-    std::map<std::string, std::string> bases;
-    for (const PeerRequest& r : requests)
-      bases[r.host] = r.base_url;
-    Owner owner = owner_of(facts);
-    loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner),
-                bases = std::move(bases)]() mutable {
-      peer_bases_[job_id] = std::move(bases);
-      launch(job_id, facts, std::move(peers), owner.who, owner.home, owner.error);
-    });
-  });
+  const bool submitted =
+      workers_.submit([this, job_id, epilog, ended_attempt, self, peer_url, fetch] {
+        // On a worker: slurmctld, peers and the passwd database may all be slow.
+        JobFacts facts = job_facts(slurm_, job_id, epilog);
+        if (ended_attempt) facts.restart_count = *ended_attempt;
+        const std::vector<PeerRequest> requests =
+            peer_requests(slurm_, job_id, facts.nodes,
+                          EvidenceWindow{facts.start_time, facts.end_time}, self, peer_url);
+        std::vector<NodeEvidence> peers;
+        for (const PeerResponse& r : fetch_from_peers(requests, fetch))
+          peers.push_back(peer_evidence(r));
+        // Where the peers were reached: the job's outcome goes there too, without asking again.
+        std::map<std::string, std::string> bases;
+        for (const PeerRequest& r : requests)
+          bases[r.host] = r.base_url;
+        Owner owner = owner_of(facts);
+        loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner),
+                    bases = std::move(bases)]() mutable {
+          peer_bases_[job_id] = std::move(bases);
+          launch(job_id, facts, std::move(peers), owner.who, owner.home, owner.error);
+        });
+      });
   if (!submitted) in_pipeline_.erase(job_id);
 }
 
@@ -204,7 +210,7 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
   ev.report_path = expand_report_path(cfg_.report_path, facts);
   const NodeEvidence own = own_evidence_(*j, facts.start_time * 1000000, facts.end_time * 1000000);
   ev.nodes = order_nodes(facts, cfg_.node_name, own, std::move(peers));
-  if (live_record_) ev.live = live_record_(job_id);
+  if (live_record_) ev.live = live_record_(job_id, facts.restart_count);
   AnalysisRequest req;
   req.job_id = job_id;
   req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, target);

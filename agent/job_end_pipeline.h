@@ -74,9 +74,10 @@ class JobEndPipeline {
 
   void set_on_outcome(OnOutcome on_outcome) { on_outcome_ = std::move(on_outcome); }
   void set_on_analysed(OnAnalysed on_analysed) { on_analysed_ = std::move(on_analysed); }
-  // The batch host's live record of a job (agent/live_monitor.h), handed to its final analysis
-  // when it starts (the live side then writes no interim report of the job any more).
-  using LiveRecordOf = std::function<std::optional<LiveRecord>(uint64_t job_id)>;
+  // The batch host's live record of the job's attempt that ended (its restart count), handed to
+  // its final analysis when it starts (the live side then writes no interim report of the job any
+  // more).
+  using LiveRecordOf = std::function<std::optional<LiveRecord>(uint64_t job_id, int restart_count)>;
   void set_live_record(LiveRecordOf live_record) { live_record_ = std::move(live_record); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).

@@ -1,5 +1,7 @@
 #include "agent/job_table.h"
 
+#include <climits>
+
 #include "common/error.h"
 #include "common/hostlist.h"
 #include "common/json_read.h"
@@ -84,6 +86,9 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
       const auto v = r.i64(k);
       if (v && (*v < INT32_MIN || *v > INT32_MAX)) r.fail(k, "out of range");
     }
+    if (const auto v = r.i64("restart_count"); v && (*v < 0 || *v > INT32_MAX)) {
+      r.fail("restart_count", "out of range");
+    }
   }
   m.raw = request;
   return m;
@@ -101,7 +106,21 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   const JsonObjectReader r(msg.raw, "spool", msg.op);
   const int64_t t = r.i64("time_usec").value_or(now_usec);
   j.touched_usec = std::max(j.touched_usec, t);
-  if (msg.op == "job_start" && j.ended) begin_new_attempt(j);
+  // The attempt's restart count as its prolog saw it (the launch credential's). Not the epilog's:
+  // slurmctld counts a requeue before it kills the job, so a requeued attempt's epilog already
+  // sees the next attempt's count.
+  const std::optional<int64_t> restarts =
+      msg.op == "job_start" ? r.i64("restart_count") : std::nullopt;
+  // A requeued job comes back under the same id: after its job_end, or with a higher restart
+  // count when the earlier attempt's job_end never reached this node. Slurm does not always run
+  // the prolog again for a job it requeued onto the same node (slurmd may still hold the job's
+  // credential), so a task that started after the job ended begins the next attempt as well.
+  const bool next_attempt =
+      (msg.op == "job_start" &&
+       (j.ended || (restarts && j.restart_count && *restarts > *j.restart_count))) ||
+      (msg.op == "task_start" && j.ended && t > j.end_usec);
+  if (next_attempt) begin_new_attempt(j);
+  if (restarts) j.restart_count = static_cast<int>(*restarts);
   if (msg.op == "job_start" || msg.op == "job_end") {
     if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
     if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
@@ -193,6 +212,13 @@ void JobTable::restore(uint64_t job_id, const std::vector<nlohmann::json>& recor
 void JobTable::set_analysis(uint64_t job_id, const nlohmann::json& summary) {
   JobRecord& j = jobs_[job_id];
   j.job_id = job_id;
+  // An earlier attempt's summary that lands after the next attempt started (its analysis was slow)
+  // stays in the spool and the history; it must not mark the running attempt analysed.
+  const auto rc = summary.find("restart_count");
+  if (rc != summary.end() && rc->is_number_integer() && j.restart_count &&
+      rc->get<int64_t>() != *j.restart_count) {
+    return;
+  }
   j.analysis = summary;
 }
 
@@ -227,6 +253,7 @@ void JobTable::begin_new_attempt(JobRecord& j) {
   j.ended = false;
   j.end_usec = 0;
   j.start_usec = 0;
+  j.restart_count.reset();
   j.batch_here = false;
   j.job_end = nlohmann::json();
   j.analysis.reset();

@@ -54,6 +54,11 @@ struct JobRecord {
   std::optional<uint32_t> array_job_id;
   std::optional<uint32_t> array_task_id;
   std::optional<uint32_t> het_job_id;
+  // The attempt this record is about: Slurm's restart count as its prolog saw it
+  // (SLURM_JOB_RESTART_COUNT in job_start), else as slurmctld showed it when the live loop set the
+  // attempt up; absent when neither said. A job_start of a later attempt, or a task that starts
+  // after the job ended, starts the record afresh (begin_new_attempt).
+  std::optional<int> restart_count;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;

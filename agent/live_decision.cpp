@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/live_cost.h"
+#include "common/time_util.h"
 
 namespace triage::agent {
 
@@ -89,7 +90,7 @@ bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec) {
 }
 
 HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const StallVerdict& v,
-                     const Corroboration& c, bool batch, bool requeueable) {
+                     const Corroboration& c, bool batch, const JobFacts& shown) {
   HangFacts f;
   f.asked = job.on_hang;
   f.admin_allows = job.hang_action_allowed;
@@ -102,8 +103,53 @@ HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const Stall
   f.notified = !stall_unflagged(record);
   f.acted = record.action == "cancel" || record.action == "requeue";
   f.batch = batch;
-  f.requeueable = requeueable;
+  f.requeueable = shown.requeue_allowed;
+  f.restarts = shown.restart_count;
+  f.requeue_max = job.requeue_max;
   return f;
+}
+
+LiveAttempt attempt_of(const JobFacts& shown) {
+  return LiveAttempt{shown.restart_count, shown.start_time};
+}
+
+std::string to_string(const LiveAttempt& a) {
+  return "Restarts=" + std::to_string(a.restart_count) + " started " +
+         (a.start_time > 0 ? format_utc(a.start_time * 1000000) : std::string("(unknown)"));
+}
+
+std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown) {
+  const LiveAttempt now = attempt_of(shown);
+  if (now != flagged) {
+    return "slurmctld shows another attempt of the job (" + to_string(now) +
+           ") than the one flagged (" + to_string(flagged) + ")";
+  }
+  if (shown.state != "RUNNING") {
+    return "slurmctld shows the flagged attempt " +
+           (shown.state.empty() ? std::string("in no state") : shown.state) + ", not RUNNING";
+  }
+  return "";
+}
+
+bool action_pending(const LiveRecord& record) {
+  if (record.action != "cancel" && record.action != "requeue") return false;
+  return (record.action_result.empty() || record.action_result == "retry") &&
+         record.action_tries < kMaxActionTries;
+}
+
+int64_t action_retry_delay_usec(int64_t tries) {
+  return kActionRetryUsec << std::clamp<int64_t>(tries - 1, 0, 10);
+}
+
+void record_action_try(LiveRecord& record, bool ok, const std::string& error) {
+  if (ok) {
+    record.action_result = "done";
+    record.action_error.clear();
+    return;
+  }
+  record.action_result = record.action_tries < kMaxActionTries ? "retry" : "failed";
+  record.action_error = error + " (try " + std::to_string(record.action_tries) + " of " +
+                        std::to_string(kMaxActionTries) + ")";
 }
 
 bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t now_usec,
@@ -111,33 +157,61 @@ bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t 
   return record_changed || (moved && now_usec - last_saved_usec >= interval_usec);
 }
 
-double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus,
-                         int64_t counted_until_usec, int64_t now_usec) {
+double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus, int64_t last_step,
+                         int64_t counted_until, int64_t now) {
   if (record.flagged_usec == 0 || record.resumed_usec != 0 || !gpus) return 0;
-  return gpu_hours(*gpus, std::max(counted_until_usec, record.last_step_usec), now_usec);
+  return gpu_hours(*gpus, std::max(counted_until, last_step), now);
 }
 
-nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record,
-                                 int64_t lines) {
-  return {
-      {"r", "live"}, {"follow", follow_state_json(follow)}, {"record", record}, {"lines", lines}};
+nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record, int64_t lines,
+                                 const LiveAttempt& attempt) {
+  return {{"r", "live"},
+          {"attempt", {{"restarts", attempt.restart_count}, {"start", attempt.start_time}}},
+          {"follow", follow_state_json(follow)},
+          {"record", record},
+          {"lines", lines}};
 }
 
-std::optional<LiveSpoolEntry> latest_live_entry(const std::vector<nlohmann::json>& records) {
+namespace {
+
+// The newest well-formed live record that `wanted` accepts.
+template <typename Wanted>
+std::optional<LiveSpoolEntry> newest_live_entry(const std::vector<nlohmann::json>& records,
+                                                Wanted wanted) {
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     const auto r = it->find("r");
     if (r == it->end() || *r != "live") continue;
     try {
       LiveSpoolEntry e;
+      if (const auto a = it->find("attempt"); a != it->end()) {
+        e.attempt = LiveAttempt{a->at("restarts").get<int>(), a->at("start").get<int64_t>()};
+      }
       e.follow = follow_state_from_json(it->at("follow"), "spool");
       e.record = live_record_from_json(it->at("record"), "spool");
       e.lines = it->value("lines", int64_t{0});
-      return e;
+      if (wanted(e)) return e;
     } catch (const std::exception&) {
       // A damaged record: an older one may still be good.
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<LiveSpoolEntry> latest_live_entry(const std::vector<nlohmann::json>& records) {
+  return newest_live_entry(records, [](const LiveSpoolEntry&) { return true; });
+}
+
+std::optional<LiveSpoolEntry> live_entry_of(const std::vector<nlohmann::json>& records,
+                                            int restart_count) {
+  return newest_live_entry(records, [restart_count](const LiveSpoolEntry& e) {
+    return e.attempt && e.attempt->restart_count == restart_count;
+  });
+}
+
+bool resumes(const LiveSpoolEntry& saved, const LiveAttempt& attempt, const std::string& path) {
+  return saved.attempt && *saved.attempt == attempt && saved.follow.path == path;
 }
 
 }  // namespace triage::agent

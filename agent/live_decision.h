@@ -80,25 +80,65 @@ bool stall_unflagged(const LiveRecord& record);
 // Contract: a flagged job resumed when steps arrive after its flag (recorded once).
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec);
 
-// The facts decide_hang_action needs, from the job's registration, its record and the verdict.
+// The facts decide_hang_action needs, from the job's registration, its record, the verdict and
+// what slurmctld shows of the job now (Requeue=1 and Restarts).
 HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const StallVerdict& v,
-                     const Corroboration& c, bool batch, bool requeueable);
+                     const Corroboration& c, bool batch, const JobFacts& shown);
+
+// One attempt of a job: Slurm runs a requeued job again under the same id, with its Restarts one
+// higher and a new start time. A live record belongs to one attempt (issue 30): a new attempt is
+// followed, flagged and reported afresh; an agent restarted within the same attempt resumes it.
+// (An array task has a job id of its own, so the id and these two name one attempt of it.)
+struct LiveAttempt {
+  int restart_count = 0;
+  int64_t start_time = 0;  // slurmctld's, seconds since the epoch
+  bool operator==(const LiveAttempt&) const = default;
+};
+
+LiveAttempt attempt_of(const JobFacts& shown);
+std::string to_string(const LiveAttempt& a);
+
+// Contract: why a hang action must not run on what slurmctld shows now ("" when it may): the job
+// must be the attempt that was flagged (same Restarts and start time) and RUNNING; a requeued,
+// restarted, suspended or ended job is left as it is.
+std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown);
+
+// A cancel or requeue is tried at most this often; a failed try is tried again after
+// kActionRetryUsec, doubled each time (10 s, then 20 s).
+inline constexpr int64_t kMaxActionTries = 3;
+inline constexpr int64_t kActionRetryUsec = int64_t{10} * 1000000;
+
+// Contract: a cancel or requeue is to be run (again) when the record holds one whose last try
+// failed with tries left, or one recorded but never answered (an agent that stopped while it ran:
+// the attempt check before every try keeps a second run from touching anything else).
+bool action_pending(const LiveRecord& record);
+
+// Contract: the wait before try `tries + 1` after `tries` failed ones: kActionRetryUsec doubled
+// per earlier failure.
+int64_t action_retry_delay_usec(int64_t tries);
+
+// Contract: the record takes a try's answer: done (error cleared), retry (tries left) or failed
+// (none left), with the error and the try count in action_error.
+void record_action_try(LiveRecord& record, bool ok, const std::string& error);
 
 // Contract: the follow state is saved when the record changed, or when the follower moved and
 // `interval_usec` has passed since the last save (a crash then re-reads at most that much).
 bool save_due(bool record_changed, bool moved, int64_t last_saved_usec, int64_t now_usec,
               int64_t interval_usec);
 
-// Contract: the GPU-hours a stalled job burnt between `counted_until_usec` (or its last step, if
-// later) and `now_usec`; 0 unless it is flagged and has not resumed.
-double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus,
-                         int64_t counted_until_usec, int64_t now_usec);
+// Contract: the GPU-hours a stalled job burnt between `counted_until` (or its last step, if later)
+// and `now`, all three on one clock (the live loop's monotonic one, so that a step of the wall
+// clock adds none); 0 unless it is flagged and has not resumed.
+double stalled_gpu_hours(const LiveRecord& record, std::optional<int64_t> gpus, int64_t last_step,
+                         int64_t counted_until, int64_t now);
 
-// The job's live state as a spool record: {"r":"live","follow":...,"record":...,"lines":N}.
-nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record,
-                                 int64_t lines);
+// The job's live state as a spool record: {"r":"live","attempt":{"restarts":R,"start":S},
+// "follow":...,"record":...,"lines":N}.
+nlohmann::json live_spool_record(const FollowState& follow, const LiveRecord& record, int64_t lines,
+                                 const LiveAttempt& attempt);
 
 struct LiveSpoolEntry {
+  std::optional<LiveAttempt> attempt;  // absent: written before attempts were recorded
   FollowState follow;
   LiveRecord record;
   int64_t lines = 0;
@@ -106,5 +146,14 @@ struct LiveSpoolEntry {
 
 // Contract: the newest well-formed live record among a job's spool records (others skipped).
 std::optional<LiveSpoolEntry> latest_live_entry(const std::vector<nlohmann::json>& records);
+
+// Contract: the newest well-formed live record of the attempt with `restart_count` (one written
+// before attempts were recorded belongs to none).
+std::optional<LiveSpoolEntry> live_entry_of(const std::vector<nlohmann::json>& records,
+                                            int restart_count);
+
+// Contract: a follower starting on `attempt` resumes `saved` only when it is that attempt's record
+// of the same StdOut file (an agent restarted within the attempt); anything else starts afresh.
+bool resumes(const LiveSpoolEntry& saved, const LiveAttempt& attempt, const std::string& path);
 
 }  // namespace triage::agent

@@ -28,10 +28,10 @@ LiveJob::LiveJob(uint64_t job_id, FollowState state, Identity owner, const ScanP
   progress_.resume_after(lines_before);
 }
 
-LiveObservation LiveJob::poll(int64_t now_usec, const LiveStallPolicy& policy) {
+LiveObservation LiveJob::poll(const LiveInstant& now, const LiveStallPolicy& policy) {
   LiveObservation obs;
   obs.job_id = job_id_;
-  obs.at_usec = now_usec;
+  obs.at = now;
   const PollResult r = follower_.poll();
   obs.status = r.status;
   obs.error = r.error;
@@ -42,17 +42,18 @@ LiveObservation LiveJob::poll(int64_t now_usec, const LiveStallPolicy& policy) {
   }
   const int64_t steps_before = progress_.last_step_line();
   for (const LogChunk& c : r.chunks)
-    scan(c, now_usec, obs);
+    scan(c, now, obs);
+  last_read_mono_ = now.mono_usec;
   obs.new_steps = progress_.last_step_line() != steps_before && progress_.has_steps();
   for (; warnings_reported_ < progress_.warnings().size(); ++warnings_reported_)
     obs.new_warnings.push_back(progress_.warnings()[warnings_reported_]);
-  obs.verdict = judge_stall(progress_, now_usec, policy);
+  obs.verdict = judge_stall(progress_, now, policy);
   obs.follow = follower_.state();
   obs.lines = progress_.lines();
   return obs;
 }
 
-void LiveJob::scan(const LogChunk& chunk, int64_t now_usec, LiveObservation& obs) {
+void LiveJob::scan(const LogChunk& chunk, const LiveInstant& now, LiveObservation& obs) {
   if (last_fd_ >= 0 && chunk.fd != last_fd_) {
     // The path names a new file (rotation, replacement): its lines are a new log.
     progress_ = LiveProgress(plan_.catalog());
@@ -60,7 +61,7 @@ void LiveJob::scan(const LogChunk& chunk, int64_t now_usec, LiveObservation& obs
   }
   last_fd_ = chunk.fd;
   const ScanResult scanned = scan_log(chunk.fd, plan_, chunk_scan_options(progress_, chunk.length));
-  progress_.absorb(scanned, now_usec);
+  progress_.absorb(scanned, now, last_read_mono_);
   obs.bytes += scanned.bytes_scanned;
 }
 

@@ -20,7 +20,7 @@ namespace triage::agent {
 // What one poll found.
 struct LiveObservation {
   uint64_t job_id = 0;
-  int64_t at_usec = 0;
+  LiveInstant at;
   LogStatus status = LogStatus::kNotYet;
   std::string error;  // kUnreadable: why
   StallVerdict verdict;
@@ -37,14 +37,14 @@ class LiveJob {
   LiveJob(uint64_t job_id, FollowState state, Identity owner, const ScanPlan& plan,
           int64_t lines_before = 0, const FollowLimits& limits = {});
 
-  // Reads what was appended and judges the stall at `now_usec`. Throws std::system_error when the
-  // open descriptor cannot be read or the owner's child cannot be run.
-  LiveObservation poll(int64_t now_usec, const LiveStallPolicy& policy);
+  // Reads what was appended and judges the stall at `now`. Throws std::system_error when the open
+  // descriptor cannot be read or the owner's child cannot be run.
+  LiveObservation poll(const LiveInstant& now, const LiveStallPolicy& policy);
 
   const LiveProgress& progress() const { return progress_; }
 
  private:
-  void scan(const LogChunk& chunk, int64_t now_usec, LiveObservation& obs);
+  void scan(const LogChunk& chunk, const LiveInstant& now, LiveObservation& obs);
 
   uint64_t job_id_;
   LogFollower follower_;
@@ -52,6 +52,8 @@ class LiveJob {
   LiveProgress progress_;
   size_t warnings_reported_ = 0;
   int last_fd_ = -1;  // the descriptor of the last chunk scanned: another one is another file
+  // The previous poll's read (monotonic; 0: none): what a poll finds was not in the file then.
+  int64_t last_read_mono_ = 0;
 };
 
 // The scan options for one chunk: the progress's continuation, the plan's shared searcher, and a

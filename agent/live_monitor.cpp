@@ -44,34 +44,41 @@ bool LiveMonitor::load_catalog(const std::vector<std::string>& extra_layers) {
   return true;
 }
 
-void LiveMonitor::tick(int64_t now_usec) {
+void LiveMonitor::tick(const LiveInstant& now) {
   for (const uint64_t id : node_.jobs().running()) {
     const JobRecord* j = node_.jobs().find(id);
     if (j == nullptr || !should_follow(*j) || jobs_.count(id) != 0) continue;
     if (!load_catalog()) return;
-    start(id, *j, now_usec);
+    start(id, *j, now);
   }
   std::vector<uint64_t> ended;
   for (auto& [id, f] : jobs_) {
     const JobRecord* j = node_.jobs().find(id);
-    if (j == nullptr || !should_follow(*j) || f.gone) {
+    // A job_start of another attempt (its job_end lost, or both between two ticks): this
+    // attempt's record is closed, the next tick follows the new one afresh.
+    const bool other_attempt =
+        j != nullptr && f.job && j->restart_count && *j->restart_count > f.attempt.restart_count;
+    if (j == nullptr || !should_follow(*j) || f.gone || other_attempt) {
       ended.push_back(id);
+    } else if (!f.busy && f.job && action_pending(f.record) &&
+               now.mono_usec >= f.action_retry_mono) {
+      act(id, f.record.action == "cancel" ? HangOutcome::kCancel : HangOutcome::kRequeue, now);
     } else if (!f.busy && f.job) {
-      poll(id, f, now_usec);
-    } else if (!f.busy && !f.job && now_usec >= f.retry_usec) {
-      start(id, *j, now_usec);
+      poll(id, f, now);
+    } else if (!f.busy && !f.job && now.mono_usec >= f.retry_mono) {
+      start(id, *j, now);
     }
   }
   for (const uint64_t id : ended)
-    stop(id, now_usec);
+    stop(id, now);
 }
 
-void LiveMonitor::start(uint64_t job_id, const JobRecord& job, int64_t now_usec) {
+void LiveMonitor::start(uint64_t job_id, const JobRecord& job, const LiveInstant& now) {
   Followed& f = jobs_[job_id];
   f.busy = true;
   const uint32_t uid = *job.uid;
   const std::optional<uint32_t> gid = job.gid;
-  hooks_.offload([this, job_id, uid, gid, now_usec]() -> std::function<void()> {
+  hooks_.offload([this, job_id, uid, gid, now]() -> std::function<void()> {
     // On a worker: slurmctld and the passwd database may be slow.
     std::string error;
     std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
@@ -85,15 +92,15 @@ void LiveMonitor::start(uint64_t job_id, const JobRecord& job, int64_t now_usec)
       error = e.what();
     }
     return [this, job_id, facts = std::move(facts), owner = std::move(owner),
-            home = std::move(home), error, now_usec]() mutable {
-      set_up(job_id, std::move(facts), std::move(owner), std::move(home), error, now_usec);
+            home = std::move(home), error, now]() mutable {
+      set_up(job_id, std::move(facts), std::move(owner), std::move(home), error, now);
     };
   });
 }
 
 void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
                          std::optional<Identity> owner, std::string home, const std::string& error,
-                         int64_t now_usec) {
+                         const LiveInstant& now) {
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   Followed& f = it->second;
@@ -104,44 +111,56 @@ void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
                                      : std::string("slurmctld names no StdOut file");
     if (why != f.last_error) spdlog::warn("job {}: not followed live: {}", job_id, why);
     f.last_error = why;
-    f.retry_usec = now_usec + kSetupRetryUsec;
+    f.retry_mono = now.mono_usec + kSetupRetryUsec;
     return;
   }
   FollowState state{.path = facts->stdout_path};
   int64_t lines = 0;
+  const LiveAttempt attempt = attempt_of(*facts);
   const auto saved = latest_live_entry(node_.spool().read_job(job_id));
-  if (saved && saved->follow.path == facts->stdout_path) {
+  if (saved && resumes(*saved, attempt, facts->stdout_path)) {
     state = saved->follow;  // an agent restart: resume where the last one stood
     f.record = saved->record;
     lines = saved->lines;
   } else {
-    f.record.followed_since_usec = now_usec;
+    // A new attempt (or the first): whatever an earlier attempt flagged or did is its own.
+    f.record = LiveRecord{};
+    f.record.followed_since_usec = now.wall_usec;
+    if (saved && saved->attempt && saved->attempt->restart_count != attempt.restart_count) {
+      spdlog::info("job {}: a new attempt ({}): followed afresh", job_id, to_string(attempt));
+    }
   }
+  f.attempt = attempt;
+  // A requeued attempt whose prolog Slurm did not run again sent no job_start: the job table learns
+  // its attempt here, for the job-end evidence.
+  if (JobRecord* j = node_.jobs().find(job_id); j != nullptr && !j->restart_count)
+    j->restart_count = attempt.restart_count;
   f.facts = std::move(*facts);
   f.owner = *owner;
   f.home = std::move(home);
   f.job = std::make_shared<LiveJob>(job_id, state, *owner, *plan_, lines);
   f.saved_offset = state.offset;
-  f.saved_usec = now_usec;
+  f.saved_mono = now.mono_usec;
+  // A resumed stall counts from here: the time the agent was away is not known on this clock.
+  f.gpu_counted_mono = now.mono_usec;
   spdlog::info("job {}: following {} as uid {} from byte {}", job_id, state.path, owner->uid,
                state.offset);
 }
 
-void LiveMonitor::poll(uint64_t job_id, Followed& f, int64_t now_usec) {
+void LiveMonitor::poll(uint64_t job_id, Followed& f, const LiveInstant& now) {
   f.busy = true;
-  hooks_.offload(
-      [this, job = f.job, job_id, now_usec, policy = policy_]() -> std::function<void()> {
-        LiveObservation obs;
-        try {
-          obs = job->poll(now_usec, policy);
-        } catch (const std::exception& e) {
-          obs.job_id = job_id;
-          obs.at_usec = now_usec;
-          obs.status = LogStatus::kUnreadable;
-          obs.error = e.what();  // obs.follow stays empty: nothing else is known
-        }
-        return [this, obs = std::move(obs)]() mutable { on_poll(std::move(obs)); };
-      });
+  hooks_.offload([this, job = f.job, job_id, now, policy = policy_]() -> std::function<void()> {
+    LiveObservation obs;
+    try {
+      obs = job->poll(now, policy);
+    } catch (const std::exception& e) {
+      obs.job_id = job_id;
+      obs.at = now;
+      obs.status = LogStatus::kUnreadable;
+      obs.error = e.what();  // obs.follow stays empty: nothing else is known
+    }
+    return [this, obs = std::move(obs)]() mutable { on_poll(std::move(obs)); };
+  });
 }
 
 void LiveMonitor::on_poll(LiveObservation obs) {
@@ -157,33 +176,33 @@ void LiveMonitor::on_poll(LiveObservation obs) {
     f.last_error = obs.error;
     if (obs.follow.path.empty()) return;  // the poll threw: nothing else is known
   }
-  const size_t warned = add_warnings(f.record, obs.new_warnings, obs.at_usec);
+  const size_t warned = add_warnings(f.record, obs.new_warnings, obs.at.wall_usec);
   for (size_t i = f.record.warnings.size() - warned; i < f.record.warnings.size(); ++i) {
     const LiveWarning& w = f.record.warnings[i];
     spdlog::warn("job {}: early warning {} at line {}: {}", job_id, w.cls, w.line, w.text);
   }
   stats_.early_warnings += warned;
   bool changed = warned > 0;
-  if (mark_resumed(f.record, obs.new_steps, obs.at_usec)) {
+  if (mark_resumed(f.record, obs.new_steps, obs.at.wall_usec)) {
     spdlog::info("job {}: steps again after the flagged stall", job_id);
     changed = true;
   }
-  stats_.stalled_gpu_hours +=
-      stalled_gpu_hours(f.record, f.facts.gpus, f.gpu_counted_usec, obs.at_usec);
-  f.gpu_counted_usec = obs.at_usec;
+  stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono,
+                                                f.gpu_counted_mono, obs.at.mono_usec);
+  f.gpu_counted_mono = obs.at.mono_usec;
   const bool moved = obs.follow.offset != f.saved_offset;
   f.follow = std::move(obs.follow);
   f.lines = obs.lines;
-  if (save_due(changed, moved, f.saved_usec, obs.at_usec, kSaveIntervalUsec))
-    save(job_id, f, obs.at_usec);
-  if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at_usec);
+  if (save_due(changed, moved, f.saved_mono, obs.at.mono_usec, kSaveIntervalUsec))
+    save(job_id, f, obs.at);
+  if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at);
 }
 
-NodeEvidence LiveMonitor::own_evidence(uint64_t job_id, const Followed& f, int64_t now_usec) {
+NodeEvidence LiveMonitor::own_evidence(uint64_t job_id, const Followed& f, const LiveInstant& now) {
   NodeEvidence own;
   own.host = cfg_.node_name;
   if (const JobRecord* j = node_.jobs().find(job_id))
-    own = hooks_.own_evidence(*j, f.facts.start_time * 1000000, now_usec);
+    own = hooks_.own_evidence(*j, f.facts.start_time * 1000000, now.wall_usec);
   return own;
 }
 
@@ -201,47 +220,55 @@ Corroboration LiveMonitor::corroboration(const Followed& f, const NodeEvidence& 
 
 HangDecision LiveMonitor::decide(const JobRecord& job, const Followed& f, const StallVerdict& v,
                                  const Corroboration& c) const {
-  return decide_hang_action(
-      hang_facts(job, f.record, v, c, /*batch=*/true, f.facts.requeue_allowed));
+  return decide_hang_action(hang_facts(job, f.record, v, c, /*batch=*/true, f.facts));
 }
 
-void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec) {
+void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v,
+                        const LiveInstant& now) {
   const JobRecord* j = node_.jobs().find(job_id);
   if (j == nullptr) return;
-  NodeEvidence own = own_evidence(job_id, f, now_usec);
+  NodeEvidence own = own_evidence(job_id, f, now);
   if (decide(*j, f, v, corroboration(f, own)).outcome == HangOutcome::kNone) return;
   // Slurm's word that the job still runs comes first (a suspended job prints nothing either), and
   // with it the AdminComment as it stands now; the other nodes and the Prometheus are asked at
   // most once a minute.
   const bool ask_remote =
       hooks_.remote_evidence &&
-      remote_evidence_due(f.remote.asked_usec, now_usec, kRemoteEvidenceIntervalUsec);
+      remote_evidence_due(f.remote.asked_usec, now.mono_usec, kRemoteEvidenceIntervalUsec);
   f.busy = true;
-  hooks_.offload(
-      [this, job_id, v, own = std::move(own), ask_remote, now_usec]() -> std::function<void()> {
-        std::string error;
-        std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
-        if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
-        std::optional<RemoteEvidence> remote;
-        if (facts && facts->state == "RUNNING" && ask_remote) {
-          remote = hooks_.remote_evidence(*facts, v.last_step_usec, now_usec);
-          remote->asked_usec = now_usec;
-        }
-        return [this, job_id, v, own, facts = std::move(facts), remote = std::move(remote),
-                now_usec]() mutable {
-          carry_out(job_id, v, own, std::move(facts), std::move(remote), now_usec);
-        };
-      });
+  hooks_.offload([this, job_id, v, own = std::move(own), ask_remote,
+                  now]() -> std::function<void()> {
+    std::string error;
+    std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
+    if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
+    std::optional<RemoteEvidence> remote;
+    if (facts && facts->state == "RUNNING" && ask_remote) {
+      remote = hooks_.remote_evidence(*facts, v.last_step_usec, now.wall_usec);
+      remote->asked_usec = now.mono_usec;
+    }
+    return [this, job_id, v, own, facts = std::move(facts), remote = std::move(remote),
+            now]() mutable { carry_out(job_id, v, own, std::move(facts), std::move(remote), now); };
+  });
 }
 
 void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEvidence& own,
                             std::optional<JobFacts> facts, std::optional<RemoteEvidence> remote,
-                            int64_t now_usec) {
+                            const LiveInstant& now) {
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   Followed& f = it->second;
   f.busy = false;
   if (!facts) return;
+  if (attempt_of(*facts) != f.attempt) {
+    // The stall was judged on an attempt Slurm no longer runs (requeued by someone, restarted):
+    // nothing is flagged or done to the one it runs now, which is followed afresh.
+    const std::string why = attempt_mismatch(f.attempt, *facts);
+    spdlog::warn("job {}: stall of the followed attempt left alone: {}", job_id, why);
+    f.record.action_reason = "nothing done: " + why;
+    save(job_id, f, now);
+    f.gone = true;
+    return;
+  }
   if (facts->state != "RUNNING") {
     // Suspended: silent for a reason. Ended without a job_end here: nothing more to follow.
     f.gone = facts->state != "SUSPENDED" && facts->state != "PENDING";
@@ -261,70 +288,108 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
   const HangDecision d = decide(*j, f, v, c);
   if (d.outcome == HangOutcome::kNone) return;
   const bool flagging = stall_unflagged(f.record);
-  if (flagging) flag(job_id, f, v, c, d, now_usec);
+  if (flagging) flag(job_id, f, v, c, d, now);
   if (d.outcome == HangOutcome::kCancel || d.outcome == HangOutcome::kRequeue) {
     f.record.action_reason = d.reason;
-    act(job_id, d.outcome, now_usec);
+    act(job_id, d.outcome, now);
   }
   // After the action is recorded: a cancel at the first flag is in the interim report too.
   if (flagging) write_interim_report(job_id, f, own);
 }
 
 void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
-                       const HangDecision& d, int64_t now_usec) {
-  flag_stall(f.record, v, c, now_usec);
+                       const HangDecision& d, const LiveInstant& now) {
+  flag_stall(f.record, v, c, now.wall_usec);
   // A cancel or requeue already issued stays the record's action: it is never issued twice.
   if (f.record.action.empty() || f.record.action == "notify") {
     f.record.action = "notify";
     f.record.action_reason = d.reason;
-    f.record.action_usec = now_usec;
+    f.record.action_usec = now.wall_usec;
   }
   ++stats_.hangs;
-  stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, 0, now_usec);
-  f.gpu_counted_usec = now_usec;
+  f.last_step_mono = v.last_step_mono;
+  stats_.stalled_gpu_hours +=
+      stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono, 0, now.mono_usec);
+  f.gpu_counted_mono = now.mono_usec;
   spdlog::warn("job {}: hang (live) at step {}{}: {}{}", job_id, v.last_step,
                f.record.stalls > 1 ? " (stall " + std::to_string(f.record.stalls) + ")" : "",
                v.basis, c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
-  save(job_id, f, now_usec);
+  save(job_id, f, now);
   set_comment(job_id, f);
 }
 
-void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, int64_t now_usec) {
+void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, const LiveInstant& now) {
   Followed& f = jobs_.at(job_id);
   const std::string what(to_string(outcome));
-  // Recorded before the command runs: a second stalled poll must never issue it twice.
+  // Recorded before the command runs: a second stalled poll must never issue it twice, and an
+  // agent that stops meanwhile finds it (action_pending) and checks the attempt before a retry.
   f.record.action = what;
-  f.record.action_usec = now_usec;
   std::vector<std::string> argv;
   try {
+    // The one place each command is built (agent/hang_commands.h), naming this attempt's task.
     argv = outcome == HangOutcome::kCancel ? cancel_job_argv(job_ref(f.facts))
                                            : requeue_job_argv(job_ref(f.facts));
   } catch (const JobRefError& e) {
     // Refused, never guessed: a bare id may be the whole array (agent/job_ref.h).
+    if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
+    f.record.action_result = "not-done";
     f.record.action_error = std::string("not done: ") + e.what();
-    save(job_id, f, now_usec);
+    ++stats_.actions_not_done;
+    save(job_id, f, now);
     spdlog::error("job {}: {} refused: {}", job_id, what, e.what());
     return;
   }
+  if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
+  ++f.record.action_tries;
   f.busy = true;
-  save(job_id, f, now_usec);
-  spdlog::warn("job {}: {} ({})", job_id, command_line(argv), f.record.action_reason);
-  hooks_.offload([this, job_id, argv, what, now_usec]() -> std::function<void()> {
-    SlurmCommandResult done = hooks_.run_command(argv);
-    if (!done.ok) done.error = command_line(argv) + ": " + done.error;
-    return [this, job_id, what, now_usec, done = std::move(done)] {
-      const auto it = jobs_.find(job_id);
-      ++stats_.actions[what];
-      if (!done.ok) {
-        ++stats_.action_failures;
-        spdlog::error("job {}: {}", job_id, done.error);
-      }
-      if (it == jobs_.end()) return;
-      it->second.busy = false;
-      it->second.record.action_error = done.error;
-      save(job_id, it->second, now_usec);
+  save(job_id, f, now);
+  spdlog::warn("job {}: {} (try {} of {}; {})", job_id, command_line(argv), f.record.action_tries,
+               kMaxActionTries, f.record.action_reason);
+  hooks_.offload([this, job_id, argv, what, flagged = f.attempt, now]() -> std::function<void()> {
+    // Right before the command: the job Slurm shows must still be the attempt that was flagged.
+    std::string error;
+    const std::optional<JobFacts> shown = hooks_.load_job(job_id, error);
+    std::string not_done = shown ? attempt_mismatch(flagged, *shown) : "";
+    SlurmCommandResult done;
+    if (!shown) {
+      done.error = "slurmctld: " + error;  // not known: a failed try, tried again
+    } else if (not_done.empty()) {
+      done = hooks_.run_command(argv);
+      if (!done.ok) done.error = command_line(argv) + ": " + done.error;
+    }
+    return [this, job_id, what, done = std::move(done), not_done = std::move(not_done), now] {
+      on_action(job_id, what, done, not_done, now);
     };
   });
+}
+
+void LiveMonitor::on_action(uint64_t job_id, const std::string& what,
+                            const SlurmCommandResult& done, const std::string& not_done,
+                            const LiveInstant& now) {
+  if (!not_done.empty()) {
+    ++stats_.actions_not_done;
+    spdlog::warn("job {}: {} not done: {}", job_id, what, not_done);
+  } else if (done.ok) {
+    ++stats_.actions[what];
+  } else {
+    ++stats_.action_failures;
+    spdlog::error("job {}: {}", job_id, done.error);
+  }
+  const auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  Followed& f = it->second;
+  f.busy = false;
+  if (!not_done.empty()) {
+    f.record.action_result = "not-done";
+    f.record.action_error = "not done: " + not_done;
+    f.gone = true;  // that attempt no longer runs here; another one is followed afresh
+  } else {
+    record_action_try(f.record, done.ok, done.error);
+    if (f.record.action_result == "retry") {
+      f.action_retry_mono = now.mono_usec + action_retry_delay_usec(f.record.action_tries);
+    }
+  }
+  save(job_id, f, now);
 }
 
 void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
@@ -380,36 +445,39 @@ void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
   });
 }
 
-void LiveMonitor::save(uint64_t job_id, Followed& f, int64_t now_usec) {
+void LiveMonitor::save(uint64_t job_id, Followed& f, const LiveInstant& now) {
   if (f.follow.path.empty()) return;  // not polled yet: nothing to resume from
-  if (!node_.spool().append_job(job_id, live_spool_record(f.follow, f.record, f.lines))) {
+  if (!node_.spool().append_job(job_id,
+                                live_spool_record(f.follow, f.record, f.lines, f.attempt))) {
     spdlog::error("job {}: live state not durable: {}", job_id, node_.spool().last_error());
     return;
   }
-  f.saved_usec = now_usec;
+  f.saved_mono = now.mono_usec;
   f.saved_offset = f.follow.offset;
 }
 
-void LiveMonitor::stop(uint64_t job_id, int64_t now_usec) {
+void LiveMonitor::stop(uint64_t job_id, const LiveInstant& now) {
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   if (it->second.busy) return;  // its answer is still coming; stopped on a later tick
-  save(job_id, it->second, now_usec);
+  save(job_id, it->second, now);
   jobs_.erase(it);
 }
 
-std::optional<LiveRecord> LiveMonitor::hand_over(uint64_t job_id) {
+std::optional<LiveRecord> LiveMonitor::hand_over(uint64_t job_id, int restart_count) {
   const auto it = jobs_.find(job_id);
-  if (it != jobs_.end()) it->second.handed_over = true;
+  if (it != jobs_.end() && it->second.attempt.restart_count == restart_count)
+    it->second.handed_over = true;
   if (reports_.kill_job(job_id) != 0)
     spdlog::info("job {}: interim hang report abandoned: the final report is on its way", job_id);
-  return record(job_id);
+  return record(job_id, restart_count);
 }
 
-std::optional<LiveRecord> LiveMonitor::record(uint64_t job_id) {
+std::optional<LiveRecord> LiveMonitor::record(uint64_t job_id, int restart_count) {
   const auto it = jobs_.find(job_id);
-  if (it != jobs_.end() && it->second.job) return it->second.record;
-  const auto saved = latest_live_entry(node_.spool().read_job(job_id));
+  if (it != jobs_.end() && it->second.job && it->second.attempt.restart_count == restart_count)
+    return it->second.record;
+  const auto saved = live_entry_of(node_.spool().read_job(job_id), restart_count);
   if (!saved) return std::nullopt;
   return saved->record;
 }

@@ -10,6 +10,16 @@
 // remembered offset with the same record; the job-end pipeline hands the record to the final
 // analysis.
 //
+// Time: every duration (the silence, when a save or a retry is due, when peers are asked again)
+// is measured on the monotonic clock of LiveInstant; the wall clock is only recorded and shown
+// (analyzer/live_progress.h, "Time as the job lived it").
+//
+// Attempts: a record belongs to one attempt of the job (LiveAttempt: Slurm's Restarts and start
+// time, agent/live_decision.h). A requeued job's next attempt is followed afresh, and the job-end
+// evidence takes the record of the attempt that ended. Before every cancel or requeue, slurmctld
+// must show the flagged attempt still RUNNING, or nothing is run and the record says why; a
+// command that fails is tried again, at most kMaxActionTries times in all.
+//
 // Loop thread only; every blocking call (the owner's open, slurmctld, scontrol, scancel) runs
 // through Hooks::offload.
 #pragma once
@@ -45,6 +55,7 @@ class LiveMonitor {
     // Runs `work` off the loop, then the continuation it returns on the loop.
     std::function<void(std::function<std::function<void()>()> work)> offload;
     std::function<std::optional<JobFacts>(uint64_t job_id, std::string& error)> load_job;
+    // (load_job is asked again right before each cancel or requeue command.)
     SlurmCommandRunner run_command;  // scontrol/scancel (agent/slurm_command_runner.h)
     // This node's evidence for a job in a window (usec).
     std::function<NodeEvidence(const JobRecord& job, int64_t start_usec, int64_t end_usec)>
@@ -60,8 +71,9 @@ class LiveMonitor {
     uint64_t hangs = 0;           // stalls flagged
     uint64_t early_warnings = 0;  // failure lines seen in running jobs
     double stalled_gpu_hours = 0;
-    std::map<std::string, uint64_t> actions;  // cancel | requeue issued
-    uint64_t action_failures = 0;
+    std::map<std::string, uint64_t> actions;  // cancel | requeue done (the command worked)
+    uint64_t action_failures = 0;             // tries whose command failed
+    uint64_t actions_not_done = 0;            // not run: slurmctld showed another attempt or state
     uint64_t comment_failures = 0;
     uint64_t interim_reports = 0;
     uint64_t poll_failures = 0;  // a poll that threw, or a log the owner cannot read
@@ -81,13 +93,15 @@ class LiveMonitor {
 
   // Starts following the jobs that should be followed, stops following those that ended, and
   // polls every followed job that is not being polled.
-  void tick(int64_t now_usec);
+  void tick(const LiveInstant& now);
 
-  // The job's live record (memory, else its spool file), for the job-end evidence.
-  std::optional<LiveRecord> record(uint64_t job_id);
-  // The record handed to the job's final analysis: from now on no interim report of the job is
-  // written, and one still running is killed, so that it can never land after the final report.
-  std::optional<LiveRecord> hand_over(uint64_t job_id);
+  // The live record of the job's attempt with `restart_count` (memory, else its spool file), for
+  // the job-end evidence; nullopt when this node holds none of that attempt.
+  std::optional<LiveRecord> record(uint64_t job_id, int restart_count);
+  // The record handed to the final analysis of the attempt that ended: from now on no interim
+  // report of the job is written, and one still running is killed, so that it can never land after
+  // the final report.
+  std::optional<LiveRecord> hand_over(uint64_t job_id, int restart_count);
 
   size_t followed() const { return jobs_.size(); }
   const Stats& stats() const { return stats_; }
@@ -97,40 +111,47 @@ class LiveMonitor {
   struct Followed {
     std::shared_ptr<LiveJob> job;  // null until set up
     JobFacts facts;
+    LiveAttempt attempt;  // the attempt followed (from slurmctld at the set-up)
     Identity owner;
     std::string home;
     LiveRecord record;
     FollowState follow;  // after the last poll
     int64_t lines = 0;
     bool busy = false;       // a setup, poll or hang step is under way
-    int64_t retry_usec = 0;  // a setup that failed is tried again from then
-    bool gone = false;       // slurmctld says it ended (its job_end never reached this agent)
-    int64_t saved_usec = 0;
+    int64_t retry_mono = 0;  // a setup that failed is tried again from then
+    bool gone = false;  // slurmctld says it ended or runs another attempt (no job_end reached us)
+    int64_t saved_mono = 0;
     uint64_t saved_offset = 0;
-    int64_t gpu_counted_usec = 0;
+    // Stalled GPU-hours are counted up to here (monotonic), from the flagged stall's last step.
+    int64_t gpu_counted_mono = 0;
+    int64_t last_step_mono = 0;
     std::string last_error;
-    RemoteEvidence remote;     // the last answer of the job's other nodes and the Prometheus
-    bool handed_over = false;  // the final analysis has the record: no interim report any more
+    RemoteEvidence remote;          // the last answer of the job's other nodes and the Prometheus
+    bool handed_over = false;       // the final analysis has the record: no interim report any more
+    int64_t action_retry_mono = 0;  // a cancel or requeue whose try failed runs again from then
   };
 
-  void start(uint64_t job_id, const JobRecord& job, int64_t now_usec);
+  void start(uint64_t job_id, const JobRecord& job, const LiveInstant& now);
   void set_up(uint64_t job_id, std::optional<JobFacts> facts, std::optional<Identity> owner,
-              std::string home, const std::string& error, int64_t now_usec);
-  void poll(uint64_t job_id, Followed& f, int64_t now_usec);
+              std::string home, const std::string& error, const LiveInstant& now);
+  void poll(uint64_t job_id, Followed& f, const LiveInstant& now);
   void on_poll(LiveObservation obs);
-  void judge(uint64_t job_id, Followed& f, const StallVerdict& v, int64_t now_usec);
+  void judge(uint64_t job_id, Followed& f, const StallVerdict& v, const LiveInstant& now);
   void carry_out(uint64_t job_id, const StallVerdict& v, const NodeEvidence& own,
                  std::optional<JobFacts> facts, std::optional<RemoteEvidence> remote,
-                 int64_t now_usec);
+                 const LiveInstant& now);
   void flag(uint64_t job_id, Followed& f, const StallVerdict& v, const Corroboration& c,
-            const HangDecision& d, int64_t now_usec);
-  void act(uint64_t job_id, HangOutcome outcome, int64_t now_usec);
+            const HangDecision& d, const LiveInstant& now);
+  // Records the action and runs one try of its command, once slurmctld shows the flagged attempt.
+  void act(uint64_t job_id, HangOutcome outcome, const LiveInstant& now);
+  void on_action(uint64_t job_id, const std::string& what, const SlurmCommandResult& done,
+                 const std::string& not_done, const LiveInstant& now);
   void set_comment(uint64_t job_id, const Followed& f);
   // `own`: this node's evidence as the stall was judged on it.
   void write_interim_report(uint64_t job_id, const Followed& f, const NodeEvidence& own);
-  void save(uint64_t job_id, Followed& f, int64_t now_usec);
-  void stop(uint64_t job_id, int64_t now_usec);
-  NodeEvidence own_evidence(uint64_t job_id, const Followed& f, int64_t now_usec);
+  void save(uint64_t job_id, Followed& f, const LiveInstant& now);
+  void stop(uint64_t job_id, const LiveInstant& now);
+  NodeEvidence own_evidence(uint64_t job_id, const Followed& f, const LiveInstant& now);
   // Every node's evidence: this node's first, then the other nodes' last answers.
   static std::vector<NodeEvidence> job_nodes(const Followed& f, const NodeEvidence& own);
   static Corroboration corroboration(const Followed& f, const NodeEvidence& own);

@@ -153,7 +153,10 @@ void print(const nlohmann::json& j) {
 class Follower {
  public:
   Follower(const Options& o, const ScanPlan& plan)
-      : o_(o), plan_(plan), fd_(open_regular_file(o.log, false)), progress_(plan.catalog()) {}
+      : o_(o),
+        plan_(plan),
+        fd_(open_regular_file(o.log, false)),
+        progress_(plan.catalog(), dating(o)) {}
 
   // Reads what was appended since the last poll; prints new warnings and a changed verdict.
   StallVerdict poll() {
@@ -162,34 +165,46 @@ class Follower {
     const auto size = static_cast<uint64_t>(st.st_size);
     if (size < offset_) {
       print({{"event", "truncated"}, {"at", format_utc(now_usec())}, {"size", size}});
-      progress_ = LiveProgress(plan_.catalog());
+      progress_ = LiveProgress(plan_.catalog(), dating(o_));
       offset_ = 0;
       warnings_printed_ = 0;
     }
     const uint64_t end =
         complete_lines_end(fd_.get(), offset_, std::min(size, offset_ + kMaxChunk));
-    if (end > offset_) absorb(end);
+    const LiveInstant read = clocks(o_);
+    if (end > offset_) absorb(end, read);
+    last_read_mono_ = read.mono_usec;
     for (; warnings_printed_ < progress_.warnings().size(); ++warnings_printed_)
       print(warning_json(progress_.warnings()[warnings_printed_]));
-    const int64_t now = now_usec();
+    const LiveInstant now = clocks(o_);
     StallVerdict v = judge_stall(progress_, now, o_.policy);
     std::string key = v.stalled ? "stalled" : "not stalled";
     for (const auto& g : v.guards_applied)
       key += "," + g;
-    if (o_.once || key != last_key_) print(verdict_json(v, now));
+    if (o_.once || key != last_key_) print(verdict_json(v, now.wall_usec));
     last_key_ = key;
     return v;
   }
 
  private:
-  void absorb(uint64_t end) {
+  void absorb(uint64_t end, const LiveInstant& read) {
     if (::lseek(fd_.get(), static_cast<off_t>(offset_), SEEK_SET) < 0)
       throw_errno("seek " + o_.log, errno);
     ScanOptions opt = progress_.next_scan_options();
     opt.max_bytes = end - offset_;
     const ScanResult chunk = scan_log(fd_.get(), plan_, opt);
-    progress_.absorb(chunk, now_usec());
+    progress_.absorb(chunk, read, last_read_mono_);
     offset_ = end;
+  }
+
+  // --once reads a log at one moment (perhaps --now, long after it was written): the lines' own
+  // timestamps are all it has. Polling dates them by its reads, as the agent does.
+  static LineDating dating(const Options& o) {
+    return o.once ? LineDating::kByOwnStamps : LineDating::kByReads;
+  }
+  // --once: one moment, the (perhaps pinned) wall clock on both; polling: the real clocks.
+  static LiveInstant clocks(const Options& o) {
+    return o.once ? LiveInstant{now_usec(), now_usec()} : live_now();
   }
 
   const Options& o_;
@@ -197,6 +212,7 @@ class Follower {
   UniqueFd fd_;
   LiveProgress progress_;
   uint64_t offset_ = 0;
+  int64_t last_read_mono_ = 0;  // the previous poll's read (0: none yet)
   size_t warnings_printed_ = 0;
   std::string last_key_;
 };

@@ -44,7 +44,7 @@ int64_t naive_local_to_utc(int64_t naive_as_utc_usec) {
 }
 
 // "2026-11-21 12:00:01,123", "2026-11-21T12:00:01.5Z", "2026-11-21T12:00:01+02:00".
-std::optional<int64_t> iso_at(std::string_view s) {
+std::optional<LineTimestamp> iso_at(std::string_view s) {
   if (s.size() < 19 || digits_at(s, 0, 4) < 0 || s[4] != '-' || digits_at(s, 5, 2) < 0 ||
       s[7] != '-' || digits_at(s, 8, 2) < 0 || (s[10] != 'T' && s[10] != ' ') ||
       digits_at(s, 11, 2) < 0 || s[13] != ':' || digits_at(s, 14, 2) < 0 || s[16] != ':' ||
@@ -73,11 +73,11 @@ std::optional<int64_t> iso_at(std::string_view s) {
   }
   const auto v = parse_timestamp_usec(s.substr(0, p));
   if (!v) return std::nullopt;
-  return zoned ? *v : naive_local_to_utc(*v);
+  return LineTimestamp{zoned ? *v : naive_local_to_utc(*v), zoned};
 }
 
 // absl/glog: "I1121 12:00:01.123456" (severity letter, month, day, time).
-std::optional<int64_t> glog_at(std::string_view s, int year) {
+std::optional<LineTimestamp> glog_at(std::string_view s, int year) {
   if (s.size() < 14 || (s[0] != 'I' && s[0] != 'W' && s[0] != 'E' && s[0] != 'F'))
     return std::nullopt;
   const int mo = digits_at(s, 1, 2);
@@ -100,7 +100,7 @@ std::optional<int64_t> glog_at(std::string_view s, int year) {
                       std::string(s.substr(6, 8)).c_str(), frac.c_str());
   const auto v = parse_timestamp_usec(buf);
   if (!v) return std::nullopt;
-  return naive_local_to_utc(*v);
+  return LineTimestamp{naive_local_to_utc(*v), false};
 }
 
 }  // namespace
@@ -140,6 +140,12 @@ LineText split_line(std::string_view raw) {
 }
 
 std::optional<int64_t> leading_timestamp_usec(std::string_view text, int year_hint) {
+  const auto t = leading_timestamp(text, year_hint);
+  if (!t) return std::nullopt;
+  return t->usec;
+}
+
+std::optional<LineTimestamp> leading_timestamp(std::string_view text, int year_hint) {
   size_t i = 0;
   while (i < text.size() && i < 4 && (text[i] == ' ' || text[i] == '[' || text[i] == '\t'))
     ++i;

@@ -23,6 +23,15 @@ LineText split_line(std::string_view raw);
 // `year_hint` (0 = the current year).
 std::optional<int64_t> leading_timestamp_usec(std::string_view text, int year_hint = 0);
 
+// The same, saying whether the line named its zone (`Z` or an offset): only such a time is an
+// instant; a naive one is a guess (the job may run with its own TZ) that is good for differences
+// between the log's own lines.
+struct LineTimestamp {
+  int64_t usec = 0;
+  bool zoned = false;
+};
+std::optional<LineTimestamp> leading_timestamp(std::string_view text, int year_hint = 0);
+
 // The calendar year (UTC) of a time, for year_hint.
 int utc_year(int64_t usec);
 

@@ -32,10 +32,21 @@ std::string action_sentence(const LiveRecord& r, const std::optional<double>& ho
                             const std::optional<double>& gpu_hours) {
   if (r.action == "cancel" || r.action == "requeue") {
     const std::string verb = r.action == "cancel" ? "cancelled" : "requeued";
-    std::string s = "It was " + verb + " as hung by slurm-triage (--triage-on-hang=" + r.action +
-                    ") at " + format_utc(r.action_usec);
-    if (r.step >= 0) s += ", at step " + std::to_string(r.step);
-    if (!r.action_error.empty()) return s + ", but the command failed: " + r.action_error + ".";
+    const std::string at = " at " + format_utc(r.action_usec) +
+                           (r.step >= 0 ? ", at step " + std::to_string(r.step) : "");
+    // Only a command that worked is told as done (issue 30): one Slurm refused, one still being
+    // tried, or one not run because Slurm showed another attempt says so.
+    if (r.action_result == "not-done") {
+      return "slurm-triage was to " + r.action + " it as hung" + at +
+             ", but did not: " + r.action_error + ".";
+    }
+    if (!r.action_error.empty()) {
+      return "slurm-triage tried to " + r.action + " it as hung" + at + ", but the command " +
+             (r.action_result == "retry" ? "failed so far" : "failed") + ": " + r.action_error +
+             ".";
+    }
+    std::string s =
+        "It was " + verb + " as hung by slurm-triage (--triage-on-hang=" + r.action + ")" + at;
     if (hours) {
       s += "; the early cancel left " + fixed(*hours, 2) + " h of its time limit unused";
       s += gpu_hours ? ", saving " + fixed(*gpu_hours, 2) + " GPU-hours against its time limit"

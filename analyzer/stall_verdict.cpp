@@ -31,7 +31,7 @@ std::vector<std::string> pauses_after_last_step(const LiveProgress& p, int64_t* 
 
 }  // namespace
 
-StallVerdict judge_stall(const LiveProgress& progress, int64_t now_usec,
+StallVerdict judge_stall(const LiveProgress& progress, const LiveInstant& now,
                          const LiveStallPolicy& policy) {
   StallVerdict v;
   if (!progress.has_steps()) {
@@ -41,8 +41,10 @@ StallVerdict judge_stall(const LiveProgress& progress, int64_t now_usec,
   }
   v.last_step = progress.last_step();
   v.last_step_line = progress.last_step_line();
-  v.last_step_usec = progress.last_step_usec();
-  v.silence_s = std::max(0.0, static_cast<double>(now_usec - v.last_step_usec) / 1e6);
+  v.last_step_mono = progress.last_step_mono();
+  const int64_t silence_usec = std::max<int64_t>(0, now.mono_usec - v.last_step_mono);
+  v.last_step_usec = now.wall_usec - silence_usec;
+  v.silence_s = static_cast<double>(silence_usec) / 1e6;
   const StepTime& t = progress.step_time();
   if (!t.steady || !t.seconds) {
     v.guards_applied.emplace_back("warm-up");

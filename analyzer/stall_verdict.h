@@ -41,14 +41,18 @@ struct StallVerdict {
   double silence_s = 0;    // since the last step (0 without steps)
   int64_t last_step = -1;
   int64_t last_step_line = 0;
+  // When the last step was printed: on the wall clock as it reads now (for what is shown and
+  // asked of others), and on the monotonic clock (what the silence is measured on).
   int64_t last_step_usec = 0;
+  int64_t last_step_mono = 0;
   std::string basis;                        // one line: why
   std::vector<std::string> guards_applied;  // "no-step-lines", "warm-up", "burst-floor",
                                             // "checkpoint-save", "evaluation"
 };
 
-// Judges `progress` at `now_usec` by the rule at the top of this file.
-StallVerdict judge_stall(const LiveProgress& progress, int64_t now_usec,
+// Judges `progress` at `now` by the rule at the top of this file; the silence is measured on the
+// monotonic clock (analyzer/live_progress.h, "Time as the job lived it").
+StallVerdict judge_stall(const LiveProgress& progress, const LiveInstant& now,
                          const LiveStallPolicy& policy);
 
 }  // namespace triage

@@ -410,6 +410,8 @@ void to_json(json& j, const LiveRecord& r) {
   put(j, "action_reason", r.action_reason);
   j["action_usec"] = r.action_usec;
   put(j, "action_error", r.action_error);
+  put(j, "action_result", r.action_result);
+  if (r.action_tries != 0) j["action_tries"] = r.action_tries;
   if (r.stalls != 0) j["stalls"] = r.stalls;
   if (!r.earlier_stalls.empty()) j["earlier_stalls"] = r.earlier_stalls;
 }
@@ -439,6 +441,11 @@ LiveRecord live_record_from_json(const json& j, const std::string& origin,
   l.action_reason = r.str("action_reason").value_or("");
   l.action_usec = r.i64("action_usec").value_or(0);
   l.action_error = r.str("action_error").value_or("");
+  l.action_result = r.str("action_result").value_or("");
+  if (!l.action_result.empty() && l.action_result != "done" && l.action_result != "retry" &&
+      l.action_result != "failed" && l.action_result != "not-done")
+    r.fail("action_result", "expected done, retry, failed or not-done");
+  l.action_tries = r.i64("action_tries").value_or(0);
   // A record written before stalls were counted holds at most the one it flagged.
   l.stalls = r.i64("stalls").value_or(l.flagged_usec != 0 ? 1 : 0);
   l.earlier_stalls =

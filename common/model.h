@@ -193,7 +193,12 @@ struct LiveRecord {
   std::string action_reason;
   int64_t action_usec = 0;
   std::string action_error;  // empty: the command worked (or none ran)
-  int64_t stalls = 0;        // how many stalls were flagged in all (the current one included)
+  // A cancel or requeue's fate: "" (not run yet, or under way), done, retry (a try failed, another
+  // comes), failed (every try failed), not-done (Slurm showed another attempt or state: nothing
+  // was run; action_error says what it showed). action_tries: the commands run so far.
+  std::string action_result;
+  int64_t action_tries = 0;
+  int64_t stalls = 0;  // how many stalls were flagged in all (the current one included)
   std::vector<LiveStall> earlier_stalls;  // the latest earlier ones, each resumed
 };
 

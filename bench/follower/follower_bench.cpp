@@ -109,7 +109,7 @@ Figures run(const Options& o, int jobs, const ScanPlan* plan) {
     next = add_ns(next, static_cast<long>(o.interval) * 1000000000L);
     sleep_until(next);
     for (auto& job : live) {
-      const LiveObservation obs = job->poll(now_usec(), policy);
+      const LiveObservation obs = job->poll(live_now(), policy);
       ++f.polls;
       f.chunks += obs.bytes > 0 ? 1 : 0;
       f.bytes += obs.bytes;

@@ -111,6 +111,40 @@ TEST(HangDecision, RequeueNeedsABatchJobThatAllowsIt) {
   EXPECT_EQ(decide_hang_action(f).outcome, HangOutcome::kNotify) << "an srun-only allocation";
 }
 
+TEST(HangDecision, HangRequeuesCountAgainstTheSameNAsTriageRequeueFromSlurmsRestarts) {
+  HangFacts f = stalled_job(HangChoice::kRequeue, true);
+  f.dstate_tasks = 1;
+  f.requeue_max = 2;
+  f.restarts = 1;  // requeued once already, on whichever node
+  const HangDecision second = decide_hang_action(f);
+  EXPECT_EQ(second.outcome, HangOutcome::kRequeue);
+  EXPECT_TRUE(says(second, "requeue as the user asked (requeue 2 of 2)")) << second.reason;
+
+  f.restarts = 2;
+  const HangDecision third = decide_hang_action(f);
+  EXPECT_EQ(third.outcome, HangOutcome::kCancel) << "the hung attempt still ends";
+  EXPECT_TRUE(says(third,
+                   "requeue refused: Slurm shows the job requeued 2 time(s), the 2 "
+                   "--triage-requeue=2 allows, so it is cancelled instead, corroborated by 1 "
+                   "task(s) in D state"))
+      << third.reason;
+}
+
+TEST(HangDecision, OnHangRequeueAloneAllowsOneRequeue) {
+  HangFacts f = stalled_job(HangChoice::kRequeue, true);
+  f.silence_s = 1300;  // twice the threshold: no node fact needed
+  EXPECT_EQ(hang_requeues_allowed(f), 1);
+  EXPECT_EQ(decide_hang_action(f).outcome, HangOutcome::kRequeue);
+  f.restarts = 1;
+  const HangDecision d = decide_hang_action(f);
+  EXPECT_EQ(d.outcome, HangOutcome::kCancel);
+  EXPECT_TRUE(says(d, "the one --triage-on-hang=requeue allows without --triage-requeue"))
+      << d.reason;
+  // Not corroborated and not yet twice the threshold: still only recorded, cancel or requeue.
+  f.silence_s = 700;
+  EXPECT_EQ(decide_hang_action(f).outcome, HangOutcome::kNotify);
+}
+
 TEST(HangDecision, ACancelIsNeverIssuedTwice) {
   HangFacts f = stalled_job(HangChoice::kCancel, true);
   f.dstate_tasks = 1;

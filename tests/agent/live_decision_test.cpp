@@ -112,7 +112,8 @@ TEST(LiveCorroboration, GpusSpinningAtIdlePowerInTheClusterPrometheusCorroborate
   j.hang_action_allowed = true;
   // Inside 2x the threshold, the signature alone lets the cancel go ahead.
   EXPECT_EQ(
-      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, false)).outcome,
+      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, JobFacts{}))
+          .outcome,
       HangOutcome::kCancel);
 }
 
@@ -195,9 +196,9 @@ TEST(LiveHangFacts, AStallThatResumedIsNoLongerNotified) {
   LiveRecord r;
   flag_stall(r, stalled_at_step(29), {}, kT0);
   r.action = "notify";
-  EXPECT_TRUE(hang_facts(j, r, stalled_at_step(29), {}, true, false).notified);
+  EXPECT_TRUE(hang_facts(j, r, stalled_at_step(29), {}, true, JobFacts{}).notified);
   mark_resumed(r, true, kT0 + kSec);
-  const HangFacts again = hang_facts(j, r, stalled_at_step(40), {}, true, false);
+  const HangFacts again = hang_facts(j, r, stalled_at_step(40), {}, true, JobFacts{});
   EXPECT_FALSE(again.notified);
   EXPECT_EQ(decide_hang_action(again).outcome, HangOutcome::kNotify);
 }
@@ -209,7 +210,7 @@ TEST(LiveHangFacts, TheRegistrationRecordAndVerdictBecomeTheActionsFacts) {
   LiveRecord r;
   Corroboration c;
   c.dstate_tasks = 2;
-  HangFacts f = hang_facts(j, r, stalled_at_step(29), c, true, false);
+  HangFacts f = hang_facts(j, r, stalled_at_step(29), c, true, JobFacts{});
   EXPECT_EQ(f.asked, HangChoice::kCancel);
   EXPECT_TRUE(f.admin_allows);
   EXPECT_TRUE(f.stalled);
@@ -218,12 +219,13 @@ TEST(LiveHangFacts, TheRegistrationRecordAndVerdictBecomeTheActionsFacts) {
   EXPECT_FALSE(f.acted);
   r.flagged_usec = kT0;
   r.action = "cancel";
-  f = hang_facts(j, r, stalled_at_step(29), c, true, false);
+  f = hang_facts(j, r, stalled_at_step(29), c, true, JobFacts{});
   EXPECT_TRUE(f.notified);
   EXPECT_TRUE(f.acted);
   // The whole chain: corroborated, allowed and asked for: cancel; once.
   EXPECT_EQ(
-      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, false)).outcome,
+      decide_hang_action(hang_facts(j, LiveRecord{}, stalled_at_step(29), c, true, JobFacts{}))
+          .outcome,
       HangOutcome::kCancel);
   EXPECT_EQ(decide_hang_action(f).outcome, HangOutcome::kNone);
 }
@@ -237,14 +239,14 @@ TEST(LiveSave, ARecordChangeSavesAtOnceMovementOnlyEveryInterval) {
 
 TEST(LiveCost, StalledGpuHoursCountFromTheLastStepUntilResumed) {
   LiveRecord r;
-  EXPECT_EQ(stalled_gpu_hours(r, 8, 0, kT0), 0);  // not flagged
+  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0, 0, kT0), 0);  // not flagged
   flag_stall(r, stalled_at_step(29), {}, kT0 + 600 * kSec);
   // From the last step (kT0) to the flag: 8 GPUs x 10 minutes.
-  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, 0, kT0 + 600 * kSec), 8.0 / 6);
-  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0 + 600 * kSec, kT0 + 1050 * kSec), 1.0);
-  EXPECT_EQ(stalled_gpu_hours(r, std::nullopt, kT0, kT0 + 1000 * kSec), 0);
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0, 0, kT0 + 600 * kSec), 8.0 / 6);
+  EXPECT_DOUBLE_EQ(stalled_gpu_hours(r, 8, kT0, kT0 + 600 * kSec, kT0 + 1050 * kSec), 1.0);
+  EXPECT_EQ(stalled_gpu_hours(r, std::nullopt, kT0, kT0, kT0 + 1000 * kSec), 0);
   r.resumed_usec = kT0 + 1100 * kSec;
-  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0 + 1050 * kSec, kT0 + 1200 * kSec), 0);
+  EXPECT_EQ(stalled_gpu_hours(r, 8, kT0, kT0 + 1050 * kSec, kT0 + 1200 * kSec), 0);
   EXPECT_EQ(gpu_hours(8, kT0, kT0 - kSec), 0);
 }
 
@@ -275,8 +277,8 @@ TEST(LiveSpool, TheNewestGoodLiveRecordIsResumedFrom) {
   rec.step = 29;
   const std::vector<nlohmann::json> records = {
       {{"r", "msg"}, {"m", nlohmann::json::object()}},
-      live_spool_record(FollowState{.path = "/home/u/slurm-42.out"}, LiveRecord{}, 0),
-      live_spool_record(follow, rec, 120),
+      live_spool_record(FollowState{.path = "/home/u/slurm-42.out"}, LiveRecord{}, 0, {}),
+      live_spool_record(follow, rec, 120, {}),
       {{"r", "live"}, {"follow", {{"offset", "bad"}}}, {"record", {}}}};
   const auto e = latest_live_entry(records);
   ASSERT_TRUE(e);
@@ -284,6 +286,93 @@ TEST(LiveSpool, TheNewestGoodLiveRecordIsResumedFrom) {
   EXPECT_EQ(e->record.step, 29);
   EXPECT_EQ(e->lines, 120);
   EXPECT_FALSE(latest_live_entry({records[0]}));
+}
+
+// The attempt a record was saved for, and who may resume it.
+TEST(LiveSpool, ARecordIsResumedOnlyByItsOwnAttemptOfTheSameFile) {
+  const std::string path = "/home/u/slurm-42.out";
+  LiveRecord first;
+  first.flagged_usec = kT0;
+  first.action = "requeue";
+  const LiveAttempt a0{0, 1795860000};
+  const LiveAttempt a1{1, 1795860300};
+  const std::vector<nlohmann::json> records = {
+      live_spool_record(FollowState{.path = path, .offset = 9000}, first, 40, a0),
+      {{"r", "live"},  // written before attempts were recorded
+       {"follow", follow_state_json(FollowState{.path = path})},
+       {"record", LiveRecord{}},
+       {"lines", 3}}};
+  EXPECT_FALSE(latest_live_entry(records)->attempt) << "the newest is the legacy one";
+  const auto e0 = live_entry_of(records, 0);
+  ASSERT_TRUE(e0);
+  EXPECT_EQ(e0->record.action, "requeue");
+  EXPECT_TRUE(resumes(*e0, a0, path)) << "an agent restarted within the attempt";
+  EXPECT_FALSE(resumes(*e0, a1, path)) << "the requeued job's next attempt starts afresh";
+  EXPECT_FALSE(resumes(*e0, LiveAttempt{0, 1795869999}, path)) << "another start";
+  EXPECT_FALSE(resumes(*e0, a0, "/home/u/other.out"));
+  EXPECT_FALSE(resumes(*latest_live_entry(records), a0, path)) << "no attempt: not trusted";
+  EXPECT_FALSE(live_entry_of(records, 1));
+}
+
+JobFacts shown(int restarts, int64_t start, const std::string& state) {
+  JobFacts f;
+  f.restart_count = restarts;
+  f.start_time = start;
+  f.state = state;
+  return f;
+}
+
+TEST(AttemptCheck, OnlyTheFlaggedAttemptStillRunningMayBeActedOn) {
+  const LiveAttempt flagged{0, 1795860000};
+  EXPECT_EQ(attempt_mismatch(flagged, shown(0, 1795860000, "RUNNING")), "");
+  EXPECT_EQ(attempt_mismatch(flagged, shown(1, 1795860300, "RUNNING")),
+            "slurmctld shows another attempt of the job (Restarts=1 started "
+            "2026-11-28T10:05:00Z) than the one flagged (Restarts=0 started 2026-11-28T10:00:00Z)");
+  EXPECT_NE(attempt_mismatch(flagged, shown(1, 0, "PENDING")).find("another attempt"),
+            std::string::npos);
+  EXPECT_EQ(attempt_mismatch(flagged, shown(0, 1795860000, "SUSPENDED")),
+            "slurmctld shows the flagged attempt SUSPENDED, not RUNNING");
+}
+
+TEST(ActionTries, AFailedCommandIsTriedAgainWithBackoffAtMostThreeTimes) {
+  LiveRecord r;
+  EXPECT_FALSE(action_pending(r)) << "nothing to do";
+  r.action = "notify";
+  EXPECT_FALSE(action_pending(r));
+  r.action = "cancel";
+  EXPECT_TRUE(action_pending(r)) << "recorded, never answered (an agent that stopped)";
+  r.action_tries = 1;
+  record_action_try(r, false, "scancel 7: exit 1");
+  EXPECT_EQ(r.action_result, "retry");
+  EXPECT_EQ(r.action_error, "scancel 7: exit 1 (try 1 of 3)");
+  EXPECT_TRUE(action_pending(r));
+  EXPECT_EQ(action_retry_delay_usec(1), 10 * kSec);
+  EXPECT_EQ(action_retry_delay_usec(2), 20 * kSec);
+  r.action_tries = 3;
+  record_action_try(r, false, "scancel 7: exit 1");
+  EXPECT_EQ(r.action_result, "failed");
+  EXPECT_FALSE(action_pending(r));
+  LiveRecord ok;
+  ok.action = "requeue";
+  ok.action_tries = 2;
+  ok.action_error = "x (try 1 of 3)";
+  record_action_try(ok, true, "");
+  EXPECT_EQ(ok.action_result, "done");
+  EXPECT_TRUE(ok.action_error.empty());
+  EXPECT_FALSE(action_pending(ok));
+}
+
+TEST(HangFactsFromSlurm, RestartsAndRequeueComeFromWhatSlurmShowsNow) {
+  JobRecord j;
+  j.requeue_max = 3;
+  JobFacts now = shown(2, 1795860000, "RUNNING");
+  now.requeue_allowed = true;
+  StallVerdict v;
+  v.stalled = true;
+  const HangFacts f = hang_facts(j, LiveRecord{}, v, {}, true, now);
+  EXPECT_EQ(f.restarts, 2);
+  EXPECT_EQ(f.requeue_max, 3);
+  EXPECT_TRUE(f.requeueable);
 }
 
 }  // namespace

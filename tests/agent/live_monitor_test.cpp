@@ -91,15 +91,23 @@ class LiveLoop : public ::testing::Test {
     return copy;
   }
 
-  void register_job(const std::string& on_hang = "cancel") {
-    const nlohmann::json owner = {{"uid", owner_uid()},     {"gid", owner_gid()},
-                                  {"mode", "basic"},        {"on_hang", on_hang},
-                                  {"hang_action", "allow"}, {"time_usec", kT0}};
-    node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1", owner)), kT0);
+  // `prolog` false: only the batch task's start arrives (Slurm did not run the prolog again for a
+  // job it requeued onto this node).
+  void register_job(const std::string& on_hang = "cancel", int requeue_max = 0,
+                    bool prolog = true) {
+    const std::string a = std::to_string(restarts);
+    const nlohmann::json owner = {{"uid", owner_uid()},        {"gid", owner_gid()},
+                                  {"mode", "basic"},           {"on_hang", on_hang},
+                                  {"hang_action", "allow"},    {"time_usec", started},
+                                  {"restart_count", restarts}, {"requeue_max", requeue_max}};
+    if (prolog) {
+      node.jobs().apply(parse_lifecycle(testing::lifecycle("job_start", kJob, "m1-" + a, owner)),
+                        started);
+    }
     node.jobs().apply(parse_lifecycle(testing::lifecycle(
-                          "task_start", kJob, "m2",
-                          {{"step", "batch"}, {"task", 0}, {"pid", 77}, {"time_usec", kT0}})),
-                      kT0);
+                          "task_start", kJob, "m2-" + a,
+                          {{"step", "batch"}, {"task", 0}, {"pid", 77}, {"time_usec", started}})),
+                      started);
   }
 
   JobFacts facts() const {
@@ -113,7 +121,8 @@ class LiveLoop : public ::testing::Test {
     f.stdout_path = log;
     f.nodes = nodes;
     f.batch_host = "n1";
-    f.start_time = kT0 / kSec;
+    f.start_time = started / kSec;
+    f.restart_count = restarts;
     f.time_limit_sec = 4 * 3600;
     f.gpus = 8;
     f.admin_comment = "jobstats:1";
@@ -125,9 +134,18 @@ class LiveLoop : public ::testing::Test {
   LiveMonitor& new_monitor() {
     LiveMonitor::Hooks h;
     h.offload = [](const std::function<std::function<void()>()>& work) { work()(); };
-    h.load_job = [this](uint64_t, std::string&) { return std::optional<JobFacts>(facts()); };
+    h.load_job = [this](uint64_t, std::string&) {
+      ++loads;
+      if (shown_after && loads > shown_after->first)
+        return std::optional<JobFacts>(shown_after->second);
+      return std::optional<JobFacts>(facts());
+    };
     h.run_command = [this](const std::vector<std::string>& argv) {
       commands.push_back(argv);
+      if (argv[0] == "scancel" && failing_cancels > 0) {
+        --failing_cancels;
+        return SlurmCommandResult{false, "", "scancel: error: Socket timed out"};
+      }
       return SlurmCommandResult{true, "", ""};
     };
     h.own_evidence = [](const JobRecord&, int64_t, int64_t) {
@@ -156,7 +174,9 @@ class LiveLoop : public ::testing::Test {
     return *monitors.back();
   }
 
-  void tick(LiveMonitor& m, int64_t at) {
+  // A tick on a node whose wall and monotonic clocks read the same.
+  void tick(LiveMonitor& m, int64_t at) { tick(m, LiveInstant{at, at}); }
+  void tick(LiveMonitor& m, const LiveInstant& at) {
     on_loop([&] { m.tick(at); });
   }
 
@@ -166,18 +186,20 @@ class LiveLoop : public ::testing::Test {
     EXPECT_EQ(::write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
   }
 
-  // Steps [0, n) printed one a second, each read by the poll of that second; the last one's time.
-  int64_t steps_every_second(LiveMonitor& m, int n) {
+  // Steps [0, n) printed one a second from `from`, each read by the poll of that second; the last
+  // one's time.
+  int64_t steps_every_second(LiveMonitor& m, int n, int64_t from = kT0) {
     for (int s = 0; s < n; ++s) {
       append(step_line(s));
-      tick(m, kT0 + s * kSec);
+      tick(m, from + s * kSec);
     }
-    return kT0 + (n - 1) * kSec;
+    return from + (n - 1) * kSec;
   }
 
-  LiveRecord record(LiveMonitor& m) {
+  // The record of the current attempt (or of attempt `restart_count`).
+  LiveRecord record(LiveMonitor& m, std::optional<int> restart_count = std::nullopt) {
     std::optional<LiveRecord> r;
-    on_loop([&] { r = m.record(kJob); });
+    on_loop([&] { r = m.record(kJob, restart_count.value_or(restarts)); });
     return r.value_or(LiveRecord{});
   }
 
@@ -220,6 +242,13 @@ class LiveLoop : public ::testing::Test {
   // Set: the other nodes are asked, and each reports these kernel events (stamped just now).
   std::optional<std::vector<KernelEvent>> peer_events;
   int remote_asked = 0;
+  // The attempt Slurm runs: its restart count and start (usec).
+  int restarts = 0;
+  int64_t started = kT0;
+  // Set: after this many load_job calls, slurmctld shows these facts instead.
+  std::optional<std::pair<int, JobFacts>> shown_after;
+  int loads = 0;
+  int failing_cancels = 0;  // scancel fails this many times
 };
 
 TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancelled) {
@@ -351,7 +380,7 @@ TEST_F(LiveLoop, AnInterimReportStillRunningWhenTheFinalAnalysisStartsIsKilledFi
   ASSERT_EQ(::kill(interim, 0), 0) << "the interim report is still being written";
   // The job ended; its final analysis takes the record over.
   std::optional<LiveRecord> handed;
-  on_loop([&] { handed = m.hand_over(kJob); });
+  on_loop([&] { handed = m.hand_over(kJob, 0); });
   ASSERT_TRUE(handed);
   EXPECT_EQ(handed->flagged_usec, last + 65 * kSec);
   errno = 0;
@@ -445,6 +474,261 @@ TEST_F(LiveLoop, AnEndedJobIsNoLongerFollowedAndItsRecordStaysForTheFinalReport)
   tick(m, last + 70 * kSec);
   EXPECT_EQ(m.followed(), 0U);
   EXPECT_EQ(record(m).flagged_usec, last + 65 * kSec);
+}
+
+// The node's monotonic clock counts from its boot, nowhere near the wall clock.
+constexpr int64_t kBoot = 7000 * kSec;
+constexpr int64_t kHour = 3600 * kSec;
+
+// "2026-11-28 02:00:00,000": a stamp without a zone, as Python's logging prints it.
+std::string naive(int64_t usec) {
+  std::string s = format_utc(usec, true);
+  s[10] = ' ';
+  s.resize(23);
+  s[19] = ',';
+  return s;
+}
+
+std::string stamped_step(int64_t stamp_usec, int64_t step) {
+  return "0: [" + naive(stamp_usec) + "] completed step: " + std::to_string(step) +
+         ", seconds: 1.000, loss: 9.100\n";
+}
+
+TEST_F(LiveLoop, AJobWithTzEightHoursWestOfTheNodeIsNotCancelledWhileItSteps) {
+  // issue 30: TZ=America/Los_Angeles on a UTC node; it asked for --triage-on-hang=cancel.
+  LiveMonitor& m = new_monitor();
+  for (int s = 0; s < 90; ++s) {
+    const LiveInstant now{kT0 + s * kSec, kBoot + s * kSec};
+    append(stamped_step(now.wall_usec - 8 * kHour, s));
+    tick(m, now);
+  }
+  EXPECT_EQ(record(m).flagged_usec, 0);
+  EXPECT_TRUE(commands.empty()) << commands[0][0];
+  // Its real silence is still seen: flagged 65 s after its last step.
+  tick(m, LiveInstant{kT0 + 154 * kSec, kBoot + 154 * kSec});
+  EXPECT_EQ(record(m).flagged_usec, kT0 + 154 * kSec);
+  EXPECT_EQ(record(m).step, 89);
+}
+
+TEST_F(LiveLoop, TheNodesWallClockSteppingForwardSixHoursIsNotASilence) {
+  LiveMonitor& m = new_monitor();
+  int64_t wall = kT0;
+  for (int s = 0; s < 90; ++s, wall += kSec) {
+    if (s == 45) wall += 6 * kHour;  // this node's clock stepped (NTP, an admin's date -s)
+    // The job's lines: bare, or stamped by a clock that did not step (with and without a zone).
+    const int64_t job_clock = kT0 + s * kSec;
+    append(s % 3 == 0   ? step_line(s)
+           : s % 3 == 1 ? stamped_step(job_clock, s)
+                        : "0: [" + format_utc(job_clock) + "] completed step: " +
+                              std::to_string(s) + ", seconds: 1.000, loss: 9.100\n");
+    tick(m, LiveInstant{wall, kBoot + s * kSec});
+  }
+  EXPECT_EQ(record(m).flagged_usec, 0);
+  EXPECT_TRUE(commands.empty());
+  tick(m, LiveInstant{wall + 64 * kSec, kBoot + 154 * kSec});
+  const LiveRecord r = record(m);
+  EXPECT_EQ(r.flagged_usec, wall + 64 * kSec) << "the record shows the wall clock";
+  // Its last line names its zone, by a clock 6 h behind this node's: dated back no further than
+  // the read before (1 s), never by the 6 h.
+  EXPECT_DOUBLE_EQ(r.silence_s, 66);
+}
+
+TEST_F(LiveLoop, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItself) {
+  // --triage-on-hang=requeue --triage-requeue=1 on a job that always hangs.
+  on_loop([this] { register_job("requeue", 1); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 2U);
+  EXPECT_EQ(commands[1], (std::vector<std::string>{"scontrol", "requeue", "4242"}));
+  EXPECT_NE(record(m).action_reason.find("(requeue 1 of 1)"), std::string::npos)
+      << record(m).action_reason;
+
+  // Slurm requeued it: the first attempt's epilog, then the second attempt starts on this node
+  // (its output file starts over).
+  on_loop([&] {
+    node.jobs().apply(parse_lifecycle(testing::lifecycle(
+                          "job_end", kJob, "e0", {{"time_usec", last}, {"restart_count", 0}})),
+                      last + 126 * kSec);
+  });
+  tick(m, last + 130 * kSec);
+  EXPECT_EQ(m.followed(), 0U);
+  restarts = 1;
+  started = last + 200 * kSec;
+  testing::write_file(log, "");
+  on_loop([this] { register_job("requeue", 1); });
+  const int64_t last2 = steps_every_second(m, 20, started);
+  EXPECT_EQ(record(m).flagged_usec, 0) << "a fresh record, not the first attempt's";
+  EXPECT_EQ(record(m).action, "");
+  tick(m, last2 + 65 * kSec);
+  const LiveRecord flagged = record(m);
+  EXPECT_EQ(flagged.flagged_usec, last2 + 65 * kSec) << "flagged as itself";
+  EXPECT_EQ(flagged.step, 19);
+  // Twice the threshold: Slurm shows Restarts=1, the one requeue allowed is used: cancelled.
+  tick(m, last2 + 125 * kSec);
+  ASSERT_EQ(commands.size(), 4U);
+  EXPECT_EQ(commands[3], (std::vector<std::string>{"scancel", "4242"}));
+  const LiveRecord second = record(m);
+  EXPECT_EQ(second.action, "cancel");
+  EXPECT_NE(second.action_reason.find("requeue refused: Slurm shows the job requeued 1 time(s)"),
+            std::string::npos)
+      << second.action_reason;
+
+  // Each attempt's final report gets its own record.
+  std::optional<LiveRecord> first_end;
+  std::optional<LiveRecord> second_end;
+  on_loop([&] {
+    first_end = m.hand_over(kJob, 0);
+    second_end = m.hand_over(kJob, 1);
+  });
+  ASSERT_TRUE(first_end && second_end);
+  EXPECT_EQ(first_end->action, "requeue");
+  EXPECT_EQ(first_end->step, 29);
+  EXPECT_EQ(second_end->action, "cancel");
+  EXPECT_EQ(second_end->step, 19);
+  std::optional<LiveRecord> none;
+  on_loop([&] { none = m.hand_over(kJob, 2); });
+  EXPECT_FALSE(none) << "no attempt 2 ran here";
+}
+
+TEST_F(LiveLoop, ARequeuedAttemptWhosePrologSlurmDidNotRunAgainIsStillANewAttempt) {
+  on_loop([this] { register_job("requeue", 1); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);  // requeued
+  on_loop([&] {
+    node.jobs().apply(
+        parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", {{"time_usec", last}})),
+        last + 126 * kSec);
+  });
+  tick(m, last + 130 * kSec);
+  restarts = 1;
+  started = last + 200 * kSec;
+  testing::write_file(log, "");
+  on_loop([this] { register_job("requeue", 1, /*prolog=*/false); });
+  const int64_t last2 = steps_every_second(m, 20, started);
+  tick(m, last2 + 65 * kSec);
+  EXPECT_EQ(record(m).step, 19) << "flagged as itself";
+  std::optional<int> learnt;
+  on_loop([&] { learnt = node.jobs().find(kJob)->restart_count; });
+  EXPECT_EQ(learnt, 1) << "the attempt, from slurmctld, for the job-end evidence";
+}
+
+TEST_F(LiveLoop, AStallOfAnAttemptSlurmNoLongerRunsTouchesNothing) {
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  // Meanwhile the user requeued it and it runs again (its job_end never reached this node).
+  JobFacts again = facts();
+  again.restart_count = 1;
+  again.start_time = (last + 10 * kSec) / kSec;
+  shown_after = {loads, again};
+  tick(m, last + 125 * kSec);
+  EXPECT_TRUE(commands.empty()) << commands[0][0];
+  const LiveRecord r = record(m, 0);
+  EXPECT_EQ(r.flagged_usec, 0);
+  EXPECT_NE(r.action_reason.find("nothing done: slurmctld shows another attempt of the job "
+                                 "(Restarts=1"),
+            std::string::npos)
+      << r.action_reason;
+  // The attempt Slurm runs is followed afresh.
+  restarts = 1;
+  tick(m, last + 130 * kSec);
+  tick(m, last + 135 * kSec);
+  EXPECT_EQ(m.followed(), 1U);
+  EXPECT_EQ(record(m, 1).flagged_usec, 0);
+}
+
+TEST_F(LiveLoop, ACancelIsRunOnlyIfSlurmStillShowsTheFlaggedAttemptRightBeforeIt) {
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  // The stall is confirmed (RUNNING, this attempt); by the time the scancel would run, the job is
+  // pending again after someone's requeue.
+  JobFacts requeued = facts();
+  requeued.state = "PENDING";
+  requeued.restart_count = 1;
+  shown_after = {loads + 1, requeued};
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 1U);  // the AdminComment; no scancel
+  EXPECT_EQ(commands[0][1], "update");
+  const LiveRecord r = record(m, 0);
+  EXPECT_EQ(r.action, "cancel");
+  EXPECT_EQ(r.action_result, "not-done");
+  EXPECT_NE(r.action_error.find("not done: slurmctld shows another attempt"), std::string::npos)
+      << r.action_error;
+  EXPECT_EQ(stats_of(m).actions_not_done, 1U);
+  EXPECT_EQ(stats_of(m).actions.count("cancel"), 0U);
+}
+
+TEST_F(LiveLoop, AFailedScancelIsRecordedFailedAndTriedThreeTimesInAll) {
+  failing_cancels = 3;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);
+  ASSERT_EQ(commands.size(), 2U);
+  LiveRecord r = record(m);
+  EXPECT_EQ(r.action, "cancel");
+  EXPECT_EQ(r.action_result, "retry");
+  EXPECT_EQ(r.action_error, "scancel 4242: scancel: error: Socket timed out (try 1 of 3)");
+  tick(m, last + 130 * kSec);
+  EXPECT_EQ(commands.size(), 2U) << "the next try waits 10 s";
+  tick(m, last + 135 * kSec);
+  EXPECT_EQ(commands.size(), 3U);
+  tick(m, last + 150 * kSec);
+  EXPECT_EQ(commands.size(), 3U) << "then 20 s";
+  tick(m, last + 155 * kSec);
+  ASSERT_EQ(commands.size(), 4U);
+  EXPECT_EQ(commands[3], (std::vector<std::string>{"scancel", "4242"}));
+  for (int s = 160; s < 400; s += 5)
+    tick(m, last + s * kSec);
+  EXPECT_EQ(commands.size(), 4U) << "never more than three tries";
+  r = record(m);
+  EXPECT_EQ(r.action_result, "failed");
+  EXPECT_EQ(r.action_tries, 3);
+  EXPECT_NE(r.action_error.find("(try 3 of 3)"), std::string::npos) << r.action_error;
+  EXPECT_EQ(r.action_usec, last + 125 * kSec) << "when it was first issued";
+  EXPECT_EQ(stats_of(m).action_failures, 3U);
+  EXPECT_EQ(stats_of(m).actions.count("cancel"), 0U) << "a failed cancel is not a cancel";
+}
+
+TEST_F(LiveLoop, AScancelThatWorksOnItsSecondTryIsDone) {
+  failing_cancels = 1;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);
+  tick(m, last + 135 * kSec);
+  ASSERT_EQ(commands.size(), 3U);
+  const LiveRecord r = record(m);
+  EXPECT_EQ(r.action_result, "done");
+  EXPECT_EQ(r.action_tries, 2);
+  EXPECT_TRUE(r.action_error.empty());
+  EXPECT_EQ(stats_of(m).actions.at("cancel"), 1U);
+}
+
+TEST_F(LiveLoop, AnAgentRestartedBetweenTwoTriesTriesAgain) {
+  failing_cancels = 1;
+  LiveMonitor& first = new_monitor();
+  const int64_t last = steps_every_second(first, 30);
+  tick(first, last + 125 * kSec);
+  ASSERT_EQ(record(first).action_result, "retry");
+  LiveMonitor& second = new_monitor();
+  tick(second, last + 126 * kSec);  // set up: the saved record of this attempt is resumed
+  tick(second, last + 127 * kSec);
+  ASSERT_EQ(commands.size(), 3U);
+  EXPECT_EQ(commands[2], (std::vector<std::string>{"scancel", "4242"}));
+  EXPECT_EQ(record(second).action_result, "done");
+}
+
+TEST_F(LiveLoop, AWallClockStepWhileAJobIsStalledAddsNoGpuHours) {
+  on_loop([this] { register_job("notify"); });
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  const double at_flag = stats_of(m).stalled_gpu_hours;
+  EXPECT_DOUBLE_EQ(at_flag, 8 * 65.0 / 3600);  // 8 GPUs since the last step
+  tick(m, LiveInstant{last + 70 * kSec + 6 * kHour, last + 70 * kSec});
+  EXPECT_NEAR(stats_of(m).stalled_gpu_hours - at_flag, 8 * 5.0 / 3600, 1e-9) << "5 s, not 6 h";
 }
 
 }  // namespace

@@ -311,5 +311,68 @@ TEST(RequeueRegistration, TheNextAttemptOnTheSameNodeIsAJobToAnalyseAgain) {
   EXPECT_EQ(again.requeue_max, 1) << "the job's own settings stay";
 }
 
+TEST(RequeueRegistration, AJobStartOfALaterAttemptIsAFreshRecordEvenWithoutTheJobEnd) {
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(parse_lifecycle(lifecycle("task_start", 7, "t0",
+                                    {{"step", "batch"}, {"task", 0}, {"rank", 0}, {"pid", 4242}})),
+          2);
+  // The first attempt's job_end never reached this node.
+  const JobRecord& again =
+      t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1", {{"restart_count", 1}})), 4);
+  EXPECT_EQ(again.restart_count, 1);
+  EXPECT_TRUE(again.tasks.empty()) << "the first attempt's tasks are not this one's";
+  EXPECT_TRUE(t.jobs_with_pid(4242).empty());
+  // The same attempt's job_start again (a duplicate) changes nothing.
+  t.apply(parse_lifecycle(lifecycle("task_start", 7, "t1",
+                                    {{"step", "batch"}, {"task", 0}, {"rank", 0}, {"pid", 5252}})),
+          5);
+  EXPECT_EQ(t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1b", {{"restart_count", 1}})), 6)
+                .tasks.size(),
+            1u);
+  EXPECT_THROW(parse_lifecycle(lifecycle("job_start", 9, "x", {{"restart_count", -1}})),
+               InputError);
+}
+
+TEST(RequeueRegistration, ATaskThatStartsAfterTheJobEndedBeginsTheNextAttempt) {
+  // Slurm requeued the job onto this node without running its prolog again: no job_start.
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t0",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 4242}, {"time_usec", 2}})),
+      2);
+  t.apply(parse_lifecycle(lifecycle("job_end", 7, "e0", {{"time_usec", 3}})), 3);
+  // A late copy of the first attempt's task message (from the inbox) changes nothing.
+  t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t0b",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 4242}, {"time_usec", 2}})),
+      4);
+  EXPECT_TRUE(t.find(7)->ended);
+  const JobRecord& again = t.apply(
+      parse_lifecycle(lifecycle("task_start", 7, "t1",
+                                {{"step", "batch"}, {"task", 0}, {"pid", 5252}, {"time_usec", 9}})),
+      9);
+  EXPECT_FALSE(again.ended);
+  EXPECT_TRUE(again.batch_here);
+  EXPECT_FALSE(again.restart_count) << "not known until slurmctld says";
+  ASSERT_EQ(again.tasks.size(), 1u);
+  EXPECT_EQ(again.tasks.begin()->second.pid, 5252);
+  EXPECT_TRUE(t.running().count(7));
+}
+
+TEST(RequeueRegistration, AnEarlierAttemptsLateSummaryDoesNotMarkTheNextOneAnalysed) {
+  JobTable t;
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a0", {{"restart_count", 0}})), 1);
+  t.apply(parse_lifecycle(lifecycle("job_end", 7, "e0", {{"restart_count", 0}})), 3);
+  t.apply(parse_lifecycle(lifecycle("job_start", 7, "a1", {{"restart_count", 1}})), 4);
+  // The first attempt's analysis finishes after the second attempt started: it stays in the spool
+  // and the history, but the running attempt still waits for its own.
+  t.set_analysis(7, {{"r", "analysis"}, {"result", "ok"}, {"restart_count", 0}});
+  EXPECT_FALSE(t.find(7)->analysis);
+  t.set_analysis(7, {{"r", "analysis"}, {"result", "ok"}, {"restart_count", 1}});
+  EXPECT_TRUE(t.find(7)->analysis);
+}
+
 }  // namespace
 }  // namespace triage::agent

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analyzer/line_text.h"
+#include "common/time_util.h"
 #include "live_log.h"
 #include "test_support.h"
 
@@ -43,7 +44,7 @@ TEST(LiveProgress, StepsPrintedEverySecondAreCountedAndDatedByArrival) {
   EXPECT_EQ(p.last_step(), 29);
   EXPECT_EQ(p.steps_seen(), 30u);
   EXPECT_EQ(p.last_step_line(), 33);  // after the three header lines
-  EXPECT_EQ(p.last_step_usec(), kT0 + 30 * kSec);
+  EXPECT_EQ(p.last_step_mono(), kT0 + 30 * kSec);
   EXPECT_EQ(p.lines(), 33);
   ASSERT_TRUE(p.step_time().seconds);
   EXPECT_TRUE(p.step_time().steady);
@@ -60,17 +61,89 @@ TEST(LiveProgress, TheFirstStepsAreWarmUpWithoutASteadyStepTime) {
   EXPECT_FALSE(p.step_time().steady);
 }
 
-TEST(LiveProgress, ALineWithItsOwnTimestampIsDatedByItButNeverAfterItsArrival) {
-  const std::string stamp = "[2026-11-21 10:00:04]";
-  const int64_t printed = leading_timestamp_usec(stamp).value();
+// The node's monotonic clock counts from its boot, nowhere near the wall clock.
+constexpr int64_t kBoot = 5000 * kSec;
+
+std::string stamped_step(const std::string& stamp, int64_t step) {
+  return "0: [" + stamp + "] completed step: " + std::to_string(step) + ", loss: 9.100\n";
+}
+
+// "2026-11-28 10:00:00" (no zone) for a time, as a job in a zone `usec` is local time of prints.
+std::string naive(int64_t usec) {
+  std::string s = format_utc(usec);  // 2026-11-28T10:00:00Z
+  s[10] = ' ';
+  s.pop_back();
+  return s;
+}
+
+TEST(LiveProgress, ANaiveTimestampIsNeverSetAgainstTheAgentsClock) {
+  // Printed by a job with TZ=America/Los_Angeles on a UTC node: its naive stamps read 8 h behind.
   GrowingLog log;
   LiveProgress p = fresh();
-  log.arrive(p, "0: " + stamp + " completed step: 0, seconds: 4.000, loss: 11.200\n",
-             printed + 300 * kSec);
-  EXPECT_EQ(p.last_step_usec(), printed);  // buffered for five minutes: it happened earlier
-  log.arrive(p, "0: " + stamp + " completed step: 1, seconds: 0.957, loss: 11.199\n",
-             printed - 3600 * kSec);
-  EXPECT_EQ(p.last_step_usec(), printed);  // a clock ahead of the follower's is not the future
+  const LiveInstant first{kT0, kBoot};
+  log.arrive(p, stamped_step(naive(kT0 - 8 * 3600 * kSec), 0), first);
+  EXPECT_EQ(p.last_step_mono(), kBoot);  // when the follower read it, not 8 h before
+  const LiveInstant next{kT0 + 5 * kSec, kBoot + 5 * kSec};
+  log.arrive(p, stamped_step(naive(kT0 + 8 * 3600 * kSec), 1), next);  // 8 h east
+  EXPECT_EQ(p.last_step_mono(), kBoot + 5 * kSec);
+}
+
+TEST(LiveProgress, AZonedTimestampDatesItsLineBackNoFurtherThanThePreviousRead) {
+  GrowingLog log;
+  LiveProgress p = fresh();
+  log.arrive(p, stamped_step(format_utc(kT0 - 3600 * kSec), 0), LiveInstant{kT0, kBoot});
+  EXPECT_EQ(p.last_step_mono(), kBoot) << "the first read: its lines may be of any age";
+  // Read 5 s later: printed 2 s before that read, by its own (UTC) clock.
+  const LiveInstant second{kT0 + 5 * kSec, kBoot + 5 * kSec};
+  log.arrive(p, stamped_step(format_utc(second.wall_usec - 2 * kSec), 1), second);
+  EXPECT_EQ(p.last_step_mono(), second.mono_usec - 2 * kSec);
+  // A stamp five minutes old (a skewed clock, or the wall clock stepped): the line was not in
+  // the file at the previous read, 5 s ago.
+  const LiveInstant third{kT0 + 10 * kSec, kBoot + 10 * kSec};
+  log.arrive(p, stamped_step(format_utc(third.wall_usec - 300 * kSec), 2), third);
+  EXPECT_EQ(p.last_step_mono(), second.mono_usec);
+  // One from the future is dated by its arrival.
+  const LiveInstant fourth{kT0 + 15 * kSec, kBoot + 15 * kSec};
+  log.arrive(p, stamped_step(format_utc(fourth.wall_usec + 3600 * kSec), 3), fourth);
+  EXPECT_EQ(p.last_step_mono(), fourth.mono_usec);
+}
+
+TEST(LiveProgress, NaiveStampsGiveTheStepTimeOfBufferedBursts) {
+  // 50 steps 6 s apart, flushed together every 300 s, stamped in the job's own zone.
+  GrowingLog log;
+  LiveProgress p = fresh();
+  const int64_t job_zone = -5 * 3600 * kSec;
+  int64_t step = 0;
+  for (int burst = 1; burst <= 3; ++burst) {
+    std::string fifty;
+    for (int i = 0; i < 50; ++i, ++step)
+      fifty += stamped_step(naive(kT0 + job_zone + step * 6 * kSec), step);
+    log.arrive(p, fifty, LiveInstant{kT0 + burst * 300 * kSec, kBoot + burst * 300 * kSec});
+  }
+  ASSERT_TRUE(p.step_time().seconds);
+  EXPECT_TRUE(p.step_time().steady);
+  EXPECT_DOUBLE_EQ(*p.step_time().seconds, 6.0);
+  EXPECT_EQ(p.last_step_mono(), kBoot + 900 * kSec);
+}
+
+TEST(LiveProgress, AFallBackHourInTheStampsIsNotAStepTime) {
+  // Steps 1 s apart, read every 5 s; at 02:00 the job's zone falls back to 01:00.
+  GrowingLog log;
+  LiveProgress p = fresh();
+  const int64_t two_am = kT0 - 8 * 3600 * kSec;  // the job's local 02:00, as a naive stamp
+  int64_t step = 0;
+  for (int read = 1; read <= 24; ++read) {
+    std::string five;
+    for (int i = 0; i < 5; ++i, ++step) {
+      const int64_t local = two_am - 60 * kSec + step * kSec;
+      five += stamped_step(naive(local >= two_am ? local - 3600 * kSec : local), step);
+    }
+    log.arrive(p, five, LiveInstant{kT0 + read * 5 * kSec, kBoot + read * 5 * kSec});
+  }
+  ASSERT_TRUE(p.step_time().seconds);
+  // 119 s from the first step to the last: the hour the stamps went back is not counted.
+  EXPECT_NEAR(*p.step_time().seconds, 1.0, 0.05);
+  EXPECT_EQ(p.last_step_mono(), kBoot + 120 * kSec);
 }
 
 TEST(LiveProgress, ASilenceThatEndedWithNewStepsIsAHealthyGap) {
@@ -98,8 +171,8 @@ TEST_P(PauseAnnouncements, AreRecognisedWithTheirLine) {
   const LiveLine& other = GetParam().checkpoint ? p.last_evaluation() : p.last_checkpoint_save();
   EXPECT_EQ(seen.line, 2) << GetParam().line;
   EXPECT_EQ(seen.text, GetParam().line);
-  // Dated by its own timestamp when it starts with one (DeepSpeed's), else by its arrival.
-  EXPECT_EQ(seen.usec, std::min(kT0, leading_timestamp_usec(GetParam().line).value_or(kT0)));
+  // Dated by its arrival on the wall clock (for display), whatever stamp it carries.
+  EXPECT_EQ(seen.usec, kT0);
   EXPECT_EQ(other.line, 0);
 }
 
@@ -193,7 +266,7 @@ std::vector<std::string> whole_log_lines() {
 void expect_same_state(const LiveProgress& a, const LiveProgress& b) {
   EXPECT_EQ(a.last_step(), b.last_step());
   EXPECT_EQ(a.last_step_line(), b.last_step_line());
-  EXPECT_EQ(a.last_step_usec(), b.last_step_usec());
+  EXPECT_EQ(a.last_step_mono(), b.last_step_mono());
   EXPECT_EQ(a.last_step_text(), b.last_step_text());
   EXPECT_EQ(a.steps_seen(), b.steps_seen());
   EXPECT_EQ(a.restarts(), b.restarts());

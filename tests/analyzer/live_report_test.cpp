@@ -139,6 +139,38 @@ TEST(LiveReport, AnEarlyCancelIsReportedWithItsStepAndTheGpuHoursItSaved) {
   EXPECT_NEAR(j["live_record"]["gpu_hours_saved"].get<double>(), 6.6667, 1e-3);
 }
 
+TEST(LiveReport, ACancelThatFailedOrWasNotRunIsNeverToldAsDone) {
+  LiveRecord r = flagged_at_step_29();
+  r.action = "cancel";
+  r.action_usec = (kStart + 600) * kSec;
+  r.action_result = "failed";
+  r.action_tries = 3;
+  r.action_error = "scancel 4242: scancel: error: Socket timed out (try 3 of 3)";
+  Triage t = diagnosed(evidence_with(r, "RUNNING"), kStart + 700);
+  std::string md = render_markdown(t);
+  EXPECT_NE(md.find("slurm-triage tried to cancel it as hung at 2026-11-21T10:10:00Z, at step 29, "
+                    "but the command failed: scancel 4242: scancel: error: Socket timed out (try 3 "
+                    "of 3)."),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("It was cancelled"), std::string::npos) << md;
+  EXPECT_FALSE(t.live->gpu_hours_saved);
+
+  r.action_result = "not-done";
+  r.action_tries = 0;
+  r.action_error =
+      "not done: slurmctld shows another attempt of the job (Restarts=1 started "
+      "2026-11-21T10:09:00Z) than the one flagged (Restarts=0 started 2026-11-21T10:00:00Z)";
+  t = diagnosed(evidence_with(r, "RUNNING"), kStart + 700);
+  md = render_markdown(t);
+  EXPECT_NE(
+      md.find("slurm-triage was to cancel it as hung at 2026-11-21T10:10:00Z, at step 29, but "
+              "did not: not done: slurmctld shows another attempt"),
+      std::string::npos)
+      << md;
+  EXPECT_EQ(t.status_reason.find("cancelled as hung"), std::string::npos) << t.status_reason;
+}
+
 TEST(LiveReport, ARecordWithoutAFlagOrWarningsAddsNoSection) {
   LiveRecord r;
   r.followed_since_usec = kStart * kSec;
