@@ -116,7 +116,8 @@ void DrainController::evaluate() {
       const auto log =
           verdict_.verdict == "drain-recommended" ? spdlog::level::warn : spdlog::level::info;
       spdlog::log(log, "node health: {} ({}{}): {}", verdict_.verdict, r.action,
-                  cfg_.drain_policy == "auto" ? ", auto-drain" : ", recommendation only", r.reason);
+                  cfg_.drain_policy == "auto" ? ", auto-drain" : ", recommendation only",
+                  log_text(r.reason));
     }
     notify_("STATUS=" + verdict_.verdict);
   }
@@ -154,7 +155,7 @@ void DrainController::drain_done(const std::string& state, bool settled, const s
   ++actions_[{"drain", drain_result(state)}];
   slurm_checked_usec_ = 0;  // look at whose drain it is now
   const auto level = state.rfind("failed", 0) == 0 ? spdlog::level::err : spdlog::level::warn;
-  spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, state);
+  spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, log_text(state));
 }
 
 DrainOwner DrainController::owner() const {
@@ -188,7 +189,7 @@ void DrainController::maybe_check_slurm(int64_t now) {
       if (n) {
         slurm_node_ = n;
       } else {
-        spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, error);
+        spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, log_text(error));
       }
     });
   });
@@ -236,11 +237,11 @@ void DrainController::lift_done(bool ok, const std::string& error, const std::st
     }
     attempts_.settled_for.clear();
     drain_state_ = "lifted by triage: " + why;
-    spdlog::warn("auto-drain of {} lifted: {}", cfg_.node_name, why);
+    spdlog::warn("auto-drain of {} lifted: {}", cfg_.node_name, log_text(why));
   } else {
     slurm_node_.reset();
     drain_state_ = "lift failed: " + error;
-    spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, error);
+    spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, log_text(error));
   }
 }
 

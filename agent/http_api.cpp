@@ -134,7 +134,7 @@ std::string HttpApi::handle(const HttpRequest& req) {
   }
   const MungeDecoded cred = munge_verify(cfg_.munge_socket, auth->second.substr(kScheme.size()));
   if (!cred.ok) {
-    spdlog::warn("http: refused a credential: {}", cred.error);
+    spdlog::warn("http: refused a credential: {}", log_text(cred.error));
     return answer(401, error_response(401, cred.error));
   }
   if (req.method == "POST") {
