@@ -42,6 +42,14 @@ std::string drain_in_slurm(SlurmClient* slurm, const std::string& node, const st
     settled = true;
     return "drained by triage";
   }
+  // Somebody drained the node while we did (the client refuses to replace their reason): theirs.
+  std::string again;
+  const std::optional<SlurmNodeState> now = n ? slurm->load_node(node, again) : std::nullopt;
+  if (now && (now->drain || now->down) && drain_owner(*now) != DrainOwner::kOurs) {
+    settled = true;
+    return "left alone: drained by someone else meanwhile, " + now->state + " (" + now->reason +
+           ")";
+  }
   return "failed: " + error;
 }
 
