@@ -9,6 +9,7 @@
 
 #include "agent/job_comment.h"
 #include "common/safe_io.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -159,14 +160,14 @@ void AccountingComments::finish(uint64_t job_id, uint64_t generation, const Comm
   switch (r.state) {
     case CommentWriteState::kWritten:
       ++stats_.written;
-      spdlog::info("job {}: {} set to our summary ({})", job_id, field, r.detail);
+      spdlog::info("job {}: {} set to our summary ({})", job_id, field, log_text(r.detail));
       break;
     case CommentWriteState::kUnchanged:
       ++stats_.unchanged;
       break;
     case CommentWriteState::kLeftAlone:
       ++stats_.left_alone;
-      spdlog::warn("job {}: {} not written: {}", job_id, field, r.detail);
+      spdlog::warn("job {}: {} not written: {}", job_id, field, log_text(r.detail));
       break;
     case CommentWriteState::kFailed: {
       ++stats_.failed_tries;
@@ -174,14 +175,14 @@ void AccountingComments::finish(uint64_t job_id, uint64_t generation, const Comm
       const int64_t age_sec = (now_usec() - it->second.first_usec) / 1000000;
       if (age_sec < options_.give_up_after_sec) {
         spdlog::warn("job {}: {} not written yet (try {}: {}); trying again later", job_id, field,
-                     it->second.tries, r.detail);
+                     it->second.tries, log_text(r.detail));
         save();
         retry_later(job_id);
         return;
       }
       ++stats_.given_up;
       spdlog::error("job {}: {} not written after {} tries over {} s: {}; given up", job_id, field,
-                    it->second.tries, age_sec, r.detail);
+                    it->second.tries, age_sec, log_text(r.detail));
       break;
     }
   }

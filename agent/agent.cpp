@@ -11,6 +11,7 @@
 #include "agent/busy_wait_probe.h"
 #include "agent/peer_evidence.h"
 #include "common/build_config.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -261,7 +262,7 @@ LiveMonitor::Hooks Agent::live_hooks() {
         now_usec);
     if (bw.asked) {
       spdlog::info("job {}: cluster Prometheus: {}", facts.job_id,
-                   bw.error.empty() ? bw.line : bw.error);
+                   log_text(bw.error.empty() ? bw.line : bw.error));
     }
     r.busy_wait = bw.busy_wait;
     r.busy_wait_line = bw.line;

@@ -40,6 +40,17 @@ AttributionWindow job_window(const JobRecord& job, const AttributionWindow& hint
   return w;
 }
 
+AttributionWindow owner_window(const JobRecord& job, const AttributionWindow& asked,
+                               int64_t margin_usec, int64_t now_usec) {
+  if (job.start_usec == 0) return {};
+  const int64_t lo = job.start_usec - margin_usec;
+  const int64_t hi = std::max(lo, (job.ended ? job.end_usec : now_usec) + margin_usec);
+  AttributionWindow w;
+  w.start_usec = asked.start_usec == 0 ? 0 : std::clamp(asked.start_usec, lo, hi);
+  w.end_usec = asked.end_usec == 0 ? 0 : std::clamp(asked.end_usec, lo, hi);
+  return w;
+}
+
 std::optional<uint64_t> job_of_pid(const JobTable& jobs, int64_t pid, int64_t time_usec,
                                    int64_t grace_usec, AttributionStats* stats) {
   for (const uint64_t id : jobs.jobs_with_pid(pid)) {

@@ -41,6 +41,15 @@ struct AttributionOptions {
 // slurmctld gave the leader) when the node saw less.
 AttributionWindow job_window(const JobRecord& job, const AttributionWindow& hint = {});
 
+// The window a caller who is not root or SlurmUser may ask about (GET /v1/jobs/<id>/events as the
+// job's owner): `asked` (a bound of 0 means the job's own) kept inside the job's own span on this
+// node, its first start to its end (now while it runs), each widened by `margin_usec` (the
+// EvidenceSettleDelay the job-end path waits for the kernel's last lines). A job whose start this
+// node never saw has no span: the answer is then the job's own window alone. Node-wide events
+// outside the span (other users' processes among them) are never the owner's to read.
+AttributionWindow owner_window(const JobRecord& job, const AttributionWindow& asked,
+                               int64_t margin_usec, int64_t now_usec);
+
 // The job a registered pid belonged to at `time_usec`, if any.
 std::optional<uint64_t> job_of_pid(const JobTable& jobs, int64_t pid, int64_t time_usec,
                                    int64_t grace_usec, AttributionStats* stats = nullptr);

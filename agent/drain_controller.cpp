@@ -42,6 +42,14 @@ std::string drain_in_slurm(SlurmClient* slurm, const std::string& node, const st
     settled = true;
     return "drained by triage";
   }
+  // Somebody drained the node while we did (the client refuses to replace their reason): theirs.
+  std::string again;
+  const std::optional<SlurmNodeState> now = n ? slurm->load_node(node, again) : std::nullopt;
+  if (now && (now->drain || now->down) && drain_owner(*now) != DrainOwner::kOurs) {
+    settled = true;
+    return "left alone: drained by someone else meanwhile, " + now->state + " (" + now->reason +
+           ")";
+  }
   return "failed: " + error;
 }
 
@@ -116,7 +124,8 @@ void DrainController::evaluate() {
       const auto log =
           verdict_.verdict == "drain-recommended" ? spdlog::level::warn : spdlog::level::info;
       spdlog::log(log, "node health: {} ({}{}): {}", verdict_.verdict, r.action,
-                  cfg_.drain_policy == "auto" ? ", auto-drain" : ", recommendation only", r.reason);
+                  cfg_.drain_policy == "auto" ? ", auto-drain" : ", recommendation only",
+                  log_text(r.reason));
     }
     notify_("STATUS=" + verdict_.verdict);
   }
@@ -154,7 +163,7 @@ void DrainController::drain_done(const std::string& state, bool settled, const s
   ++actions_[{"drain", drain_result(state)}];
   slurm_checked_usec_ = 0;  // look at whose drain it is now
   const auto level = state.rfind("failed", 0) == 0 ? spdlog::level::err : spdlog::level::warn;
-  spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, state);
+  spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, log_text(state));
 }
 
 DrainOwner DrainController::owner() const {
@@ -188,7 +197,7 @@ void DrainController::maybe_check_slurm(int64_t now) {
       if (n) {
         slurm_node_ = n;
       } else {
-        spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, error);
+        spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, log_text(error));
       }
     });
   });
@@ -236,11 +245,11 @@ void DrainController::lift_done(bool ok, const std::string& error, const std::st
     }
     attempts_.settled_for.clear();
     drain_state_ = "lifted by triage: " + why;
-    spdlog::warn("auto-drain of {} lifted: {}", cfg_.node_name, why);
+    spdlog::warn("auto-drain of {} lifted: {}", cfg_.node_name, log_text(why));
   } else {
     slurm_node_.reset();
     drain_state_ = "lift failed: " + error;
-    spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, error);
+    spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, log_text(error));
   }
 }
 

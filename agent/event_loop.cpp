@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -90,7 +91,7 @@ void EventLoop::drain_posted() {
     try {
       t();
     } catch (const std::exception& e) {
-      spdlog::error("event loop: posted task failed: {}", e.what());
+      spdlog::error("event loop: posted task failed: {}", log_text(e.what()));
     }
   }
 }
@@ -138,7 +139,7 @@ void EventLoop::run() {
     try {
       fire_timers();
     } catch (const std::exception& e) {
-      spdlog::error("event loop: timer failed: {}", e.what());
+      spdlog::error("event loop: timer failed: {}", log_text(e.what()));
     }
   }
   drain_posted();

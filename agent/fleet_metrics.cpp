@@ -19,12 +19,14 @@ bool label_char(char c) {
          c == '-';
 }
 
-// Whether a job's failure counts against its nodes, by the suspect test's own rule.
-bool counts_against(const OutcomeRecord& r) {
+// Whether a job's failure counts against `host`, by the suspect test's own rule.
+bool counts_against(const OutcomeRecord& r, const std::string& host) {
   JobOutcome j;
   j.status = r.status;
   j.blame = r.blame;
-  return counts_against_nodes(j);
+  for (const ImplicatedNode& i : r.implicated)
+    j.implicated.push_back({i.node, i.why, i.trusted});
+  return counts_against_node(j, host);
 }
 
 // `key` when the family has room for it (or has it already), else the overflow set.
@@ -66,7 +68,8 @@ void history_gauges(MetricsText& m, const std::string& host, const HistoryBySize
   m.family("triage_history_multinode_jobs", "gauge",
            "Multi-node jobs in this node's outcome history window, by job size (nodes).");
   m.family("triage_history_multinode_failures", "gauge",
-           "Of those, the failures that count against the node (blame platform or unknown).");
+           "Of those, the failures that count against the node (blame platform, on evidence "
+           "trusted on the node).");
   for (size_t b = 0; b < kSizeBuckets.size(); ++b) {
     const Labels l{{"host", host}, {"size", kSizeBuckets[b]}};
     m.sample("triage_history_multinode_jobs", l, h.jobs[b]);
@@ -116,7 +119,7 @@ std::string bounded_label(std::string_view value) {
   return std::string(value);
 }
 
-HistoryBySize history_by_size(const std::deque<OutcomeRecord>& records) {
+HistoryBySize history_by_size(const std::deque<OutcomeRecord>& records, const std::string& host) {
   HistoryBySize h;
   for (const OutcomeRecord& r : records) {
     size_t nodes = 0;
@@ -128,7 +131,7 @@ HistoryBySize history_by_size(const std::deque<OutcomeRecord>& records) {
     if (nodes < 2) continue;
     const size_t b = size_bucket(nodes);
     ++h.jobs[b];
-    if (counts_against(r)) ++h.failures[b];
+    if (counts_against(r, host)) ++h.failures[b];
   }
   return h;
 }
@@ -156,7 +159,8 @@ void FleetMetrics::count_requeue(RequeueResult result, std::string_view reason) 
   ++requeue_reasons_[key];
 }
 
-const HistoryBySize& FleetMetrics::history(const OutcomeHistory& source, int64_t now_usec) const {
+const HistoryBySize& FleetMetrics::history(const OutcomeHistory& source, const std::string& host,
+                                           int64_t now_usec) const {
   const auto& records = source.records();
   HistoryMemo key;
   key.size = records.size();
@@ -172,14 +176,14 @@ const HistoryBySize& FleetMetrics::history(const OutcomeHistory& source, int64_t
                     now_usec - memo_->computed_usec < kHistoryMemoUsec;
   if (!same) {
     key.computed_usec = now_usec;
-    key.value = history_by_size(records);
+    key.value = history_by_size(records, host);
     memo_ = key;
   }
   return memo_->value;
 }
 
 void render_fleet_metrics(MetricsText& m, const FleetMetricsSources& in) {
-  render_outcome_metrics(m, in.host, in.fleet, in.fleet.history(in.history, in.now_usec));
+  render_outcome_metrics(m, in.host, in.fleet, in.fleet.history(in.history, in.host, in.now_usec));
   render_drain_metrics(m, in.host, in.drain.verdict(), in.drain.owner(), in.drain.actions());
 }
 

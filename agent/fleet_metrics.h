@@ -39,15 +39,16 @@ std::string bounded_label(std::string_view value);
 inline constexpr std::array<const char*, 4> kSizeBuckets = {"2-3", "4-7", "8-15", "16+"};
 
 // A node's history window as the suspect-node test sees it: multi-node jobs by size bucket, and
-// of those the ones that count against the node (failed, blame platform or unknown).
+// of those the ones that count against the node (agent/suspect_nodes.h counts_against_node:
+// failed, blame platform, the node implicated on trusted evidence).
 struct HistoryBySize {
   std::array<uint64_t, 4> jobs{};
   std::array<uint64_t, 4> failures{};
 };
 
-// The window `records` of one node's history, bucketed; a record whose node list does not parse
+// The window `records` of node `host`'s history, bucketed; a record whose node list does not parse
 // is left out.
-HistoryBySize history_by_size(const std::deque<OutcomeRecord>& records);
+HistoryBySize history_by_size(const std::deque<OutcomeRecord>& records, const std::string& host);
 
 enum class RequeueResult { kDone, kRefused };
 
@@ -71,7 +72,8 @@ class FleetMetrics {
 
   // The history's buckets, recomputed when the history changed or a minute has passed (a full
   // history is 10,000 hostlists to expand; a scrape should not pay that every time).
-  const HistoryBySize& history(const OutcomeHistory& source, int64_t now_usec) const;
+  const HistoryBySize& history(const OutcomeHistory& source, const std::string& host,
+                               int64_t now_usec) const;
 
  private:
   std::map<OutcomeKey, uint64_t> outcomes_;

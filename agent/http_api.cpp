@@ -10,9 +10,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/attribution.h"
 #include "agent/munge_auth.h"
 #include "common/safe_io.h"
 #include "common/text.h"
+#include "common/time_util.h"
 
 namespace triage::agent {
 
@@ -134,7 +136,7 @@ std::string HttpApi::handle(const HttpRequest& req) {
   }
   const MungeDecoded cred = munge_verify(cfg_.munge_socket, auth->second.substr(kScheme.size()));
   if (!cred.ok) {
-    spdlog::warn("http: refused a credential: {}", cred.error);
+    spdlog::warn("http: refused a credential: {}", log_text(cred.error));
     return answer(401, error_response(401, cred.error));
   }
   if (req.method == "POST") {
@@ -184,17 +186,26 @@ std::string HttpApi::job_events(uint64_t job_id, uid_t uid, const std::string& q
         403, "uid " + std::to_string(uid) + " may not read job " + std::to_string(job_id));
   }
   const auto q = parse_query(query);
-  const int64_t start = q.count("start") != 0 ? parse_int(q.at("start")).value_or(0) * 1000000 : 0;
-  const int64_t end = q.count("end") != 0 ? parse_int(q.at("end")).value_or(0) * 1000000 : 0;
+  AttributionWindow asked;
+  asked.start_usec = q.count("start") != 0 ? parse_int(q.at("start")).value_or(0) * 1000000 : 0;
+  asked.end_usec = q.count("end") != 0 ? parse_int(q.at("end")).value_or(0) * 1000000 : 0;
   NodeEvidence n;
   if (j != nullptr) {
-    n = hooks_.evidence(*j, start, end);
+    // A peer (root) or Slurm asks with slurmctld's times for the job, which may reach before what
+    // this node saw; the owner gets no more than the job's own span here: node-wide kernel lines
+    // name other users' processes, which dmesg_restrict keeps from them.
+    const AttributionWindow w =
+        callers_.privileged(uid)
+            ? asked
+            : owner_window(*j, asked, cfg_.evidence_settle_ms * 1000, now_usec());
+    n = hooks_.evidence(*j, w.start_usec, w.end_usec);
   } else {
     // The node never heard of the job (its plugin messages were lost): node-wide events in the
-    // window the leader gives are still this node's evidence.
+    // window the leader gives are still this node's evidence. Only root and SlurmUser get here:
+    // a job with no record has no owner to match, and its window no span to keep it in.
     JobRecord unknown;
     unknown.job_id = job_id;
-    n = hooks_.evidence(unknown, start, end);
+    n = hooks_.evidence(unknown, asked.start_usec, asked.end_usec);
   }
   ++stats_.requests[200];
   return http_response(200, "application/json", json_body(n));

@@ -7,6 +7,7 @@
 #include "agent/job_end.h"
 #include "agent/peer_client.h"
 #include "agent/peer_evidence.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -56,7 +57,7 @@ JobFacts job_facts(SharedSlurm& slurm, uint64_t job_id, const JobFacts& epilog) 
     std::optional<JobFacts> ctld = c != nullptr ? c->load_job(job_id, error) : std::nullopt;
     if (ctld) return merge_facts(std::move(*ctld), epilog);
     spdlog::info("job {}: slurmctld facts unavailable ({}); using the epilog's", job_id,
-                 error.empty() ? "no client" : error);
+                 error.empty() ? "no client" : log_text(error));
     return epilog;
   });
 }
@@ -193,7 +194,7 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
     if (!p.reachable) {
       unreachable.push_back(p.host);
       ++stats_.peer_fetch_failures;
-      spdlog::warn("job {}: no evidence from {}: {}", job_id, p.host, p.error);
+      spdlog::warn("job {}: no evidence from {}: {}", job_id, p.host, log_text(p.error));
     }
   }
   const std::string target = analysis_target(facts);
@@ -220,8 +221,8 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
       nlohmann::json(ev).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   req.timeout_ms = cfg_.analysis_timeout_sec * 1000;
   req.output_max = cfg_.analysis_output_max;
-  spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id, target,
-               who->uid, ev.nodes.size(), unreachable.size());
+  spdlog::info("job {}: analysing {} as uid {} ({} node(s), {} unreachable)", job_id,
+               log_text(target), who->uid, ev.nodes.size(), unreachable.size());
   if (on_analysed_) requests_[job_id] = req;
   analyses_.start(std::move(req),
                   [this, job_id, facts, target, unreachable](const AnalysisOutcome& o) {
@@ -235,7 +236,8 @@ void JobEndPipeline::done(uint64_t job_id, const JobFacts& facts, const std::str
   nlohmann::json s = analysis_summary(facts, target, outcome, unreachable, now_usec());
   const std::string result = s.value("result", "failed");
   if (result != "ok") {
-    spdlog::warn("job {}: analysis {}: {}", job_id, result, s.value("error", s.value("exit", "")));
+    spdlog::warn("job {}: analysis {}: {}", job_id, result,
+                 log_text(s.value("error", s.value("exit", ""))));
   } else {
     spdlog::info("job {}: analysis done in {} ms", job_id, outcome.duration_ms);
   }
@@ -325,7 +327,7 @@ void JobEndPipeline::push_outcome(const OutcomeRecord& record,
         if (a.ok) continue;
         ++stats_.history_push_failures;
         spdlog::warn("job {}: outcome not recorded on {} (not retried; it stays on this node): {}",
-                     job_id, a.host, a.error);
+                     job_id, a.host, log_text(a.error));
       }
     });
   });

@@ -111,7 +111,7 @@ void KernelIngest::fail(const std::string& error) {
   }
   // Once per distinct error: a node without /dev/kmsg access would otherwise log every retry.
   if (error != logged_error_) {
-    spdlog::error("kernel log: {}; retrying with backoff (up to every {} s)", error,
+    spdlog::error("kernel log: {}; retrying with backoff (up to every {} s)", log_text(error),
                   opts_.retry_max_ms / 1000);
     logged_error_ = error;
   }

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace triage::agent {
 
 PeerFetchOptions peer_fetch_options(const AgentConfig& cfg) {
@@ -31,7 +33,7 @@ std::vector<PeerRequest> peer_requests(SharedSlurm& slurm, uint64_t job_id,
       addresses = c->node_addresses(nodes, error);
       if (!error.empty()) {
         spdlog::info("job {}: node addresses unavailable ({}); reaching peers by name", job_id,
-                     error);
+                     log_text(error));
       }
     });
   }

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text.h"
+
 namespace triage::agent {
 
 PeriodicThread::PeriodicThread(std::string name, int64_t interval_ms, std::function<void()> fn)
@@ -19,7 +21,7 @@ void PeriodicThread::start() {
       try {
         fn_();
       } catch (const std::exception& e) {
-        spdlog::error("{}: {}", name_, e.what());
+        spdlog::error("{}: {}", name_, log_text(e.what()));
       }
       l.lock();
       cv_.wait_for(l, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "agent/drain_steps.h"
 #include "agent/outcome_record.h"
 #include "common/child_process.h"
 #include "common/error.h"
@@ -206,33 +207,7 @@ class LibslurmClient final : public SlurmClient {
   }
 
   bool drain_node(const std::string& node, const std::string& why, std::string& error) override {
-    const std::optional<SlurmNodeState> now = load_node(node, error);
-    if (!now) return false;
-    const bool ours = now->reason.rfind("triage:", 0) == 0;
-    if ((now->drain || now->down) && !ours) {
-      error = "node " + node + " is already " + now->state +
-              (now->reason.empty() ? std::string() : " (reason: " + now->reason + ")") +
-              "; not overriding it";
-      return false;
-    }
-    if (now->drain && ours) return true;  // drained by us already: nothing to add
-    if (now->down) {
-      error = "node " + node + " is DOWN; not draining it";
-      return false;
-    }
-    update_node_msg_t msg;
-    slurm_init_update_node_msg(&msg);
-    std::string names = node;
-    std::string reason = reason_text(why);
-    msg.node_names = names.data();
-    msg.node_state = NODE_STATE_DRAIN;
-    msg.reason = reason.data();
-    msg.reason_uid = static_cast<uint32_t>(getuid());
-    if (slurm_update_node(&msg) != SLURM_SUCCESS) {
-      error = last_slurm_error("slurm_update_node " + node);
-      return false;
-    }
-    return true;
+    return drain_in_steps(libslurm_drain_steps(*this, node), reason_text(why), error);
   }
 
   bool undrain_node(const std::string& node, const std::string& expected_reason,
@@ -344,6 +319,36 @@ bool slurm_config_loads() {
 }
 
 }  // namespace
+
+DrainSteps libslurm_drain_steps(SlurmClient& client, const std::string& node) {
+  // One update of `node`: DRAIN (or the state as it is) and a reason (or none: the node's stays).
+  auto update = [node](uint32_t state, const std::string* reason, std::string& error) {
+    update_node_msg_t msg;
+    slurm_init_update_node_msg(&msg);
+    std::string names = node;
+    std::string text = reason != nullptr ? *reason : std::string();
+    msg.node_names = names.data();
+    msg.node_state = state;
+    if (reason != nullptr) {
+      msg.reason = text.data();
+      msg.reason_uid = static_cast<uint32_t>(getuid());
+    }
+    if (slurm_update_node(&msg) != SLURM_SUCCESS) {
+      error = last_slurm_error("slurm_update_node " + node);
+      return false;
+    }
+    return true;
+  };
+  DrainSteps s;
+  s.read = [&client, node](std::string& error) { return client.load_node(node, error); };
+  s.drain_keeping_reason = [update](std::string& error) {
+    return update(NODE_STATE_DRAIN, nullptr, error);
+  };
+  s.set_reason = [update](const std::string& reason, std::string& error) {
+    return update(NO_VAL, &reason, error);
+  };
+  return s;
+}
 
 std::unique_ptr<SlurmClient> make_libslurm_client() {
   // slurm_init reads slurm.conf (SLURM_CONF or the default) once for the whole process.

@@ -153,7 +153,7 @@ void SocketApi::on_input(StreamServer::Conn& c) {
           response = fail(e.message());
         } catch (const std::exception& e) {
           ++stats_.rejected["internal"];
-          spdlog::error("socket: request failed: {}", e.what());
+          spdlog::error("socket: request failed: {}", log_text(e.what()));
           response = fail(std::string("internal error: ") + e.what());
         }
       }
@@ -207,7 +207,7 @@ nlohmann::json SocketApi::handle_lifecycle(uid_t uid, const nlohmann::json& requ
   const std::string op = request.at("op").get<std::string>();
   if (!callers_.privileged(uid)) {
     ++stats_.rejected["forbidden"];
-    spdlog::warn("socket: uid {} may not post {}", uid, op);
+    spdlog::warn("socket: uid {} may not post {}", uid, log_text(op));
     return fail("permission denied: only root or SlurmUser may post " + op);
   }
   LifecycleMessage msg = parse_lifecycle(request);
@@ -253,7 +253,8 @@ void SocketApi::apply_inbox_file(int dfd, const std::string& name) {
   }
   if (!refusal.empty()) {
     ++stats_.inbox_refused;
-    spdlog::warn("inbox: refusing {}/{}: {}; removing it", cfg_.inbox_dir, name, refusal);
+    spdlog::warn("inbox: refusing {}/{}: {}; removing it", cfg_.inbox_dir, log_text(name),
+                 log_text(refusal));
     (void)::unlinkat(dfd, name.c_str(), 0);
     return;
   }
@@ -261,7 +262,7 @@ void SocketApi::apply_inbox_file(int dfd, const std::string& name) {
   try {
     text = read_fd_limited(fd, kMaxInboxFile);
   } catch (const std::exception& e) {
-    spdlog::warn("inbox: {}: {}", name, e.what());
+    spdlog::warn("inbox: {}: {}", log_text(name), log_text(e.what()));
     return;
   }
   bool all_durable = true;
@@ -284,7 +285,7 @@ void SocketApi::apply_inbox_file(int dfd, const std::string& name) {
       all_durable = false;  // keep the file: the spool could not take it yet
     } else {
       ++stats_.inbox_refused;
-      spdlog::warn("inbox: {}: dropping a message: {}", name, why);
+      spdlog::warn("inbox: {}: dropping a message: {}", log_text(name), log_text(why));
     }
   }
   if (all_durable) {

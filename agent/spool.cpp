@@ -156,7 +156,7 @@ SpoolReplay Spool::open() {
           ++replay.bad_lines;
         }
       } catch (const std::exception& e) {
-        spdlog::warn("spool: {}: skipping a record: {}", name, e.what());
+        spdlog::warn("spool: {}: skipping a record: {}", name, log_text(e.what()));
         ++replay.bad_lines;
       }
     }

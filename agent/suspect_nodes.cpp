@@ -92,7 +92,8 @@ std::string short_number(double x) {
 
 struct NodeTally {
   std::array<uint64_t, kBuckets> jobs{};
-  std::array<uint64_t, kBuckets> failures{};
+  std::array<uint64_t, kBuckets> failures{};         // counted against this node
+  std::array<uint64_t, kBuckets> failed_anywhere{};  // counted against any node of the job
   std::vector<const JobOutcome*> failed;
 };
 
@@ -102,45 +103,42 @@ struct BucketTotals {
 };
 
 // The expected failures of a node's jobs at the cluster's rate for their sizes, the node's own
-// jobs left out of the rate.
+// jobs left out of the rate. The rate is that of a job failing against any of its nodes, at least
+// the chance of failing against one given node: the test stays conservative.
 double expected_failures(const NodeTally& t, const BucketTotals& all) {
   double mu = 0;
   for (size_t b = 0; b < kBuckets; ++b) {
     if (t.jobs[b] == 0) continue;
-    const auto others_failed = static_cast<double>(all.failures[b] - t.failures[b]);
+    const auto others_failed = static_cast<double>(all.failures[b] - t.failed_anywhere[b]);
     const auto others = static_cast<double>(all.jobs[b] - t.jobs[b]);
     mu += static_cast<double>(t.jobs[b]) * (others_failed + 0.5) / (others + 1);
   }
   return mu;
 }
 
-// "4 of them were nccl-timeout, none with trusted evidence on this node", one line per class.
+// "4 of them were gpu-fallen-off-bus (Xid 79 on this node)", one line per class, most first, with
+// what the newest of them pinned on this node.
 std::vector<std::string> class_reasons(const std::string& node,
                                        const std::vector<const JobOutcome*>& failed) {
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_class;  // class -> (count, trusted)
+  std::map<std::string, std::pair<uint64_t, std::string>> by_class;  // class -> (count, why)
   for (const JobOutcome* j : failed) {
-    auto& [count, trusted] = by_class[j->cls.value_or("unclassified")];
+    auto& [count, why] = by_class[j->cls.value_or("unclassified")];
     ++count;
-    const bool here = std::any_of(j->implicated.begin(), j->implicated.end(),
-                                  [&](const auto& i) { return i.node == node && i.trusted; });
-    if (here) ++trusted;
+    for (const OutcomeImplication& i : j->implicated) {
+      if (i.node == node && i.trusted && !i.why.empty()) why = i.why;
+    }
   }
-  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> rows(by_class.begin(),
-                                                                          by_class.end());
+  std::vector<std::pair<std::string, std::pair<uint64_t, std::string>>> rows(by_class.begin(),
+                                                                             by_class.end());
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   std::vector<std::string> out;
-  for (const auto& [cls, counts] : rows) {
-    const auto [count, trusted] = counts;
-    std::string evidence = trusted == 0 ? "none" : std::to_string(trusted);
-    if (trusted == count && count > 1) evidence = "all";
-    if (trusted == count && count == 1) evidence = "it";
+  for (const auto& [cls, entry] : rows) {
+    const auto& [count, why] = entry;
     std::string line = std::to_string(count);
     line += count == 1 ? " of them was " : " of them were ";
     line += cls;
-    line += ", ";
-    line += evidence;
-    line += " with trusted evidence on this node";
+    if (!why.empty()) line += " (" + printable(why) + ")";
     out.push_back(std::move(line));
   }
   return out;
@@ -161,7 +159,8 @@ SuspectNode describe_suspect(const std::string& node, NodeTally tally, uint64_t 
   for (const JobOutcome* j : tally.failed)
     s.failed_jobs.push_back(j->job_id);
   s.reasons.push_back(std::to_string(k) + " of its " + std::to_string(n) +
-                      " multi-node jobs failed (platform/unknown); cluster rate " +
+                      " multi-node jobs failed on platform evidence trusted on this node; "
+                      "cluster rate " +
                       percent(s.cluster_rate) + " for jobs of their sizes (" + short_number(mu) +
                       " expected); p = " + short_number(p_value));
   for (std::string& line : class_reasons(node, tally.failed))
@@ -190,9 +189,15 @@ std::vector<JobOutcome> distinct_jobs(std::vector<JobOutcome> records) {
   return records;
 }
 
+bool counts_against_node(const JobOutcome& job, const std::string& node) {
+  if (to_lower(job.status) == "completed" || job.blame != "platform") return false;
+  return std::any_of(job.implicated.begin(), job.implicated.end(),
+                     [&](const OutcomeImplication& i) { return i.trusted && i.node == node; });
+}
+
 bool counts_against_nodes(const JobOutcome& job) {
-  if (to_lower(job.status) == "completed" || !job.blame) return false;
-  return *job.blame == "platform" || *job.blame == "unknown";
+  return std::any_of(job.nodes.begin(), job.nodes.end(),
+                     [&](const std::string& node) { return counts_against_node(job, node); });
 }
 
 size_t size_bucket(size_t nodes) {
@@ -240,6 +245,8 @@ SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectP
       NodeTally& t = tallies[node];
       ++t.jobs[b];
       if (!failed) continue;
+      ++t.failed_anywhere[b];
+      if (!counts_against_node(j, node)) continue;
       ++t.failures[b];
       t.failed.push_back(&j);
     }
@@ -247,8 +254,9 @@ SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectP
   out.nodes_tested = tallies.size();
   out.threshold = policy.family_alpha / static_cast<double>(std::max<uint64_t>(1, tallies.size()));
   out.test =
-      "binomial tail P(X >= k) of a node's platform/unknown failures among its multi-node "
-      "jobs, against the cluster's rate for jobs of the same size (2-3, 4-7, 8-15, 16+ "
+      "binomial tail P(X >= k) of a node's failures with platform blame on evidence trusted on "
+      "that node among its multi-node jobs, against the cluster's rate for jobs of the same "
+      "size (2-3, 4-7, 8-15, 16+ "
       "nodes; the node's own jobs left out); suspect when k >= " +
       std::to_string(policy.min_failures) + " and p < " + short_number(policy.family_alpha) + "/" +
       std::to_string(out.nodes_tested) + " = " + short_number(out.threshold) +

@@ -1,10 +1,15 @@
-// Suspect ("lemon") nodes: the nodes whose multi-node jobs fail, for platform or unknown reasons,
-// improbably often against the cluster's rate for jobs of the same size.
+// Suspect ("lemon") nodes: the nodes whose multi-node jobs fail on trusted platform evidence
+// against them improbably often, against the cluster's rate for jobs of the same size.
 //
 // The test, for each node x that ran at least one multi-node job in the merged history:
-//   n = x's multi-node (2+ nodes) jobs that ended; k = those that failed with blame platform or
-//   unknown (status other than completed). A user-code, user-config, input-data or scheduler
-//   failure is a job but never a failure: it never counts against a node.
+//   n = x's multi-node (2+ nodes) jobs that ended; k = those that failed (status other than
+//   completed) with blame platform AND a trusted implication of x in the record (x's own agent
+//   said so: its kernel lines, its verdict, a task death it saw). Every other failure is a job but
+//   never a failure against x: user-code, user-config, input-data and scheduler blame, blame
+//   unknown, and platform blame drawn from the job's own log alone, which the job's user writes
+//   (one user's failing jobs with made-up or unknown causes must not make a node a suspect).
+//   The cluster's rate is that of a job counting against any of its nodes (at least the chance of
+//   counting against one given node, so the test stays conservative).
 //   The null hypothesis: x's jobs fail at the cluster's rate for their size. Sizes are bucketed
 //   (2-3, 4-7, 8-15, 16+ nodes) because a bigger job has more ways to fail. The rate of bucket b,
 //   leaving x's own jobs out so that a lemon does not raise its own yardstick, is
@@ -55,8 +60,10 @@ std::optional<JobOutcome> parse_job_outcome(const nlohmann::json& record, std::s
 // by job_id.
 std::vector<JobOutcome> distinct_jobs(std::vector<JobOutcome> records);
 
-// Whether the job's failure counts against the nodes it ran on: blame platform or unknown, and
-// not completed.
+// Whether the job's failure counts against `node`: not completed, blame platform, and `node`
+// implicated on trusted evidence (the record's "implicated" with trusted true).
+bool counts_against_node(const JobOutcome& job, const std::string& node);
+// Whether it counts against any node it ran on.
 bool counts_against_nodes(const JobOutcome& job);
 
 // The size bucket of a job on `nodes` nodes: 0 for 2-3, 1 for 4-7, 2 for 8-15, 3 for 16+.

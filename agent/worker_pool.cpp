@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text.h"
+
 namespace triage::agent {
 
 WorkerPool::WorkerPool(size_t threads) {
@@ -19,7 +21,7 @@ WorkerPool::WorkerPool(size_t threads) {
         try {
           task();
         } catch (const std::exception& e) {
-          spdlog::error("worker: task failed: {}", e.what());
+          spdlog::error("worker: task failed: {}", log_text(e.what()));
         }
       }
     });

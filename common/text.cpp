@@ -153,6 +153,50 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+namespace {
+
+// The characters besides C0 that can move, break or reorder a line when it is shown.
+bool acts_on_display(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||                  // C1 controls (NEL, CSI, OSC, ...)
+         cp == 0x2028 || cp == 0x2029 ||                // line and paragraph separators
+         (cp >= 0x202A && cp <= 0x202E) ||              // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069) ||              // bidi isolates
+         cp == 0x200E || cp == 0x200F || cp == 0x061C;  // bidi marks
+}
+
+uint32_t code_point(std::string_view seq) {
+  const auto b0 = static_cast<unsigned char>(seq[0]);
+  if (seq.size() == 1) return b0;
+  uint32_t cp = seq.size() == 2 ? (b0 & 0x1Fu) : seq.size() == 3 ? (b0 & 0x0Fu) : (b0 & 0x07u);
+  for (size_t k = 1; k < seq.size(); ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(seq[k]) & 0x3Fu);
+  return cp;
+}
+
+}  // namespace
+
+std::string log_text(std::string_view s, size_t max_bytes) {
+  const std::string_view kept = truncate_utf8(s, max_bytes);
+  const std::string p = printable(kept);
+  std::string out;
+  out.reserve(p.size());
+  for (size_t i = 0; i < p.size();) {
+    const size_t n = utf8_seq_len(p, i);  // printable() left only well-formed sequences
+    const uint32_t cp = code_point(std::string_view(p).substr(i, n));
+    if (n > 1 && acts_on_display(cp)) {
+      char buf[16];
+      (void)std::snprintf(buf, sizeof buf, "\\u{%04X}", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(p, i, n);
+    }
+    i += n;
+  }
+  if (kept.size() < s.size())
+    out += "... (" + std::to_string(s.size() - kept.size()) + " more bytes)";
+  return out;
+}
+
 std::string strip_ansi(std::string_view s) {
   std::string out;
   out.reserve(s.size());

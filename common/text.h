@@ -27,6 +27,17 @@ bool is_valid_utf8(std::string_view s);
 // become "\xNN". The result is always valid UTF-8 and holds no line breaks.
 std::string printable(std::string_view s);
 
+// Untrusted text (a job's log line, name or path, a comment, another program's stderr) for one of
+// our own log lines: printable() (so no C0 control: no line break, no carriage return, no ESC that
+// could start an ANSI sequence), plus, written as a backslash, 'u' and the code point in braces,
+// the characters some terminals and log viewers still act on: C1 controls (U+0080-U+009F, NEL and
+// the 8-bit CSI among them), the Unicode line and paragraph separators, and the bidirectional
+// marks, overrides and isolates that reorder what is shown.
+// Longer text is cut at `max_bytes` (on a character boundary) and says how much was left out.
+// The logger (common/logging.h) applies it to every message as well.
+inline constexpr size_t kLogTextMax = 1024;
+std::string log_text(std::string_view s, size_t max_bytes = kLogTextMax);
+
 // Removes ANSI escape sequences (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", and two-byte
 // escapes). Bytes that are not part of an escape are kept as they are.
 std::string strip_ansi(std::string_view s);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/attribution.h"
 #include "agent/munge_auth.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
@@ -176,6 +177,57 @@ TEST_F(AgentHttpAuth, OnlyRootSlurmUserAndTheOwnerReadAJobsEvidence) {
   EXPECT_EQ(other.status, 403) << other.head;
   EXPECT_EQ(http_get(h.port(), "/v1/jobs/9999/events", "", kNobody, munge.socket()).status, 403)
       << "a job the node does not know has no owner to match";
+}
+
+TEST_F(AgentHttpAuth, TheOwnerReadsOnlyTheJobsOwnSpanHoweverWideTheWindowAsked) {
+  // A node-wide line from an hour before job 4242 started here (at the fixture's job_start, a
+  // moment ago), naming another user's process; the UE boot-a:7 came while the job ran.
+  const int64_t now = now_usec();
+  KernelEvent before = make_event("boot-a:3", "gpu-ras-uncorrectable", now - 3600LL * 1000000);
+  before.task = "secret-model";
+  before.lines = {"amdgpu: uncorrectable error while secret-model (pid 4711) ran"};
+  ASSERT_TRUE(h.agent().ingest({before}, "c8"));
+  const std::string wide = "/v1/jobs/4242/events?start=" + std::to_string(now / 1000000 - 7200) +
+                           "&end=" + std::to_string(now / 1000000 + 7200);
+  const auto owner = http_get(h.port(), wide, "", kNobody, munge.socket());
+  ASSERT_EQ(owner.status, 200) << owner.body;
+  const NodeEvidence mine = node_evidence_from_json(nlohmann::json::parse(owner.body), "owner");
+  ASSERT_EQ(mine.events.size(), 1u) << owner.body;
+  EXPECT_EQ(mine.events[0].id, "boot-a:7") << "the line from while the job ran";
+  EXPECT_EQ(owner.body.find("secret-model"), std::string::npos);
+
+  // A peer's agent (root) asks with slurmctld's times, which may reach before what this node saw.
+  const auto peer = http_get_munged(h.port(), wide, munge.socket());
+  ASSERT_EQ(peer.status, 200) << peer.body;
+  const NodeEvidence all = node_evidence_from_json(nlohmann::json::parse(peer.body), "peer");
+  ASSERT_EQ(all.events.size(), 2u) << peer.body;
+  EXPECT_EQ(all.events[0].id, "boot-a:3");
+}
+
+TEST(OwnerWindow, AnAskedWindowIsKeptInsideTheJobsSpanPlusTheMargin) {
+  constexpr int64_t kSec = 1000000;
+  JobRecord job;
+  job.start_usec = 1000 * kSec;
+  job.end_usec = 2000 * kSec;
+  job.ended = true;
+  const int64_t now = 5000 * kSec;
+  const auto w = owner_window(job, {1 * kSec, 4000 * kSec}, 2 * kSec, now);
+  EXPECT_EQ(w.start_usec, 998 * kSec);
+  EXPECT_EQ(w.end_usec, 2002 * kSec);
+  const auto inside = owner_window(job, {1500 * kSec, 1600 * kSec}, 2 * kSec, now);
+  EXPECT_EQ(inside.start_usec, 1500 * kSec) << "a narrower window is the owner's to ask";
+  EXPECT_EQ(inside.end_usec, 1600 * kSec);
+  const auto own = owner_window(job, {0, 0}, 2 * kSec, now);
+  EXPECT_EQ(own.start_usec, 0) << "0 still means the job's own";
+  EXPECT_EQ(own.end_usec, 0);
+
+  job.ended = false;  // still running: its span ends now
+  EXPECT_EQ(owner_window(job, {1 * kSec, 9000 * kSec}, 2 * kSec, now).end_usec, 5002 * kSec);
+
+  JobRecord unseen;  // no start seen on this node: no span, so no node-wide window at all
+  const auto none = owner_window(unseen, {1 * kSec, 9000 * kSec}, 2 * kSec, now);
+  EXPECT_EQ(none.start_usec, 0);
+  EXPECT_EQ(none.end_usec, 0);
 }
 
 TEST(AgentHttpServer, SlowMalformedAndOversizedClientsAreCutOffAndOthersStillServed) {

@@ -90,6 +90,30 @@ TEST(Drain, ADrainSomeoneElseMadeIsLeftAlone) {
             std::string::npos);
 }
 
+TEST(Drain, AnAdminsDrainMadeWhileWeDrainIsLeftAloneAndNeverLifted) {
+  AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
+  h.slurm().set_node(idle("node001"));
+  // The admin's drain lands after the controller saw an idle node, before its drain: the client
+  // refuses to replace the admin's reason (agent/drain_steps.h).
+  h.slurm().set_before_drain([](SlurmNodeState& n) {
+    n.state = "DRAINED";
+    n.drain = true;
+    n.reason = "maint: replace fan 3";
+  });
+  h.start();
+  ASSERT_TRUE(h.agent().ingest({uncorrectable()}, "c1"));
+  ASSERT_TRUE(eventually([&] {
+    return socket_json(h.socket(), {{"op", "health"}})["drain"]["state"].get<std::string>().rfind(
+               "left alone: drained by someone else meanwhile", 0) == 0;
+  })) << socket_json(h.socket(), {{"op", "health"}}).dump();
+  EXPECT_TRUE(h.slurm().drains().empty());
+  ASSERT_TRUE(eventually([&] {
+    return socket_json(h.socket(), {{"op", "health"}})["drain"]["owner"] == "admin";
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(h.slurm().undrains().empty()) << "not ours: never lifted";
+}
+
 TEST(Drain, AControllerThatCannotBeReachedIsReportedAndRetriedLater) {
   AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
   h.start();  // FakeSlurm knows no node: every call fails

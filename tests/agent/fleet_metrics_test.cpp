@@ -133,21 +133,37 @@ TEST(FleetMetrics, RequeuesDoneAndRefusedAreThereFromTheStartAndCountedByReason)
   EXPECT_LE(f.requeue_reasons().size(), kMaxRequeueReasons + 1);
 }
 
-TEST(FleetMetrics, TheHistoryIsBucketedBySizeAndOnlyPlatformOrUnknownFailuresCountAgainstTheNode) {
+// `r` with `node` implicated by its own agent (trusted) or by the job's log only.
+OutcomeRecord implicating(OutcomeRecord r, const std::string& node, bool trusted) {
+  r.implicated.push_back({node, "Xid 79", trusted});
+  return r;
+}
+
+TEST(FleetMetrics, TheHistoryIsBucketedBySizeAndOnlyTrustedPlatformFailuresCountAgainstTheNode) {
   std::deque<OutcomeRecord> records = {
-      outcome(1, "failed", "nccl-timeout", "platform", "gpu-a[017-018]"),
+      implicating(outcome(1, "failed", "gpu-fallen-off-bus", "platform", "gpu-a[017-018]"),
+                  "gpu-a017", true),
       outcome(2, "failed", "python-exception", "user-code", "gpu-a[017-018]"),
       outcome(3, "completed", std::nullopt, std::nullopt, "gpu-a[017-020]"),
-      outcome(4, "failed", "hang", "unknown", "gpu-a[001-032]"),
+      implicating(outcome(4, "failed", "gpu-fallen-off-bus", "platform", "gpu-a[001-032]"),
+                  "gpu-a017", true),
       outcome(5, "failed", "oom-host", "platform", "gpu-a017"),  // one node: not in the test
       outcome(6, "completed", "nccl-timeout", "platform", "gpu-a[017-018]"),
+      // What a job's own log can claim counts against nobody: unknown blame, and platform blame
+      // the node's agent did not back, on this node or only on the other one.
+      outcome(7, "failed", "hang", "unknown", "gpu-a[017-018]"),
+      implicating(outcome(8, "failed", "gpu-fallen-off-bus", "platform", "gpu-a[017-018]"),
+                  "gpu-a017", false),
+      implicating(outcome(9, "failed", "gpu-fallen-off-bus", "platform", "gpu-a[017-018]"),
+                  "gpu-a018", true),
   };
-  const HistoryBySize h = history_by_size(records);
-  EXPECT_EQ(h.jobs, (std::array<uint64_t, 4>{3, 1, 0, 1}));
+  const HistoryBySize h = history_by_size(records, "gpu-a017");
+  EXPECT_EQ(h.jobs, (std::array<uint64_t, 4>{6, 1, 0, 1}));
   EXPECT_EQ(h.failures, (std::array<uint64_t, 4>{1, 0, 0, 1}));
+  EXPECT_EQ(history_by_size(records, "gpu-a018").failures, (std::array<uint64_t, 4>{1, 0, 0, 0}));
   const std::string text = page(FleetMetrics{}, h);
   EXPECT_EQ(metric_value(text, R"(triage_history_multinode_jobs{host="gpu-a017",size="2-3"})"),
-            3.0);
+            6.0);
   EXPECT_EQ(metric_value(text, R"(triage_history_multinode_failures{host="gpu-a017",size="16+"})"),
             1.0);
   EXPECT_EQ(metric_value(text, R"(triage_history_multinode_jobs{host="gpu-a017",size="8-15"})"),

@@ -59,10 +59,10 @@ void decide_outcome(Draw& d, const HistorySpec& spec, nlohmann::json& r,
   const double user_code = has(nodes, spec.careless) ? 0.5 : 0.1;
   const double u = d.unit();
   if (has(nodes, spec.lemon) && d.unit() < spec.lemon_failure) {
-    set_outcome(r, "failed", "nccl-timeout", "unknown");
+    set_outcome(r, "failed", "gpu-ecc-uncorrectable", "platform");
     r["implicated"].push_back({{"node", spec.lemon},
-                               {"why", "its ranks stopped first in the NCCL log"},
-                               {"trusted", false}});
+                               {"why", "uncorrectable ECC error (Xid 48) in its kernel log"},
+                               {"trusted", true}});
   } else if (u < base / 2) {
     set_outcome(r, "failed", "gpu-xid-79", "platform");
     const std::string& culprit = nodes[d.below(nodes.size())];

@@ -1,9 +1,10 @@
 // A recorded-looking job outcome history (GET /v1/history records, version 1), generated from a
 // fixed seed so that every run sees the same cluster: nodes gpu-a001..., jobs of 1-16 nodes, a base
-// platform/unknown failure rate that grows with the job's size (about 4% on average), user-code,
-// scheduler and completed jobs, one lemon node whose jobs fail far more often (NCCL timeouts with
-// no trusted evidence on it), one busy healthy node that runs three times as many jobs, and one
-// node whose jobs often die of user code. Shared by the tests and bench/suspects.
+// platform/unknown failure rate (platform ones with a kernel line on one of the job's nodes) that
+// grows with the job's size (about 4% on average), user-code, scheduler and completed jobs, one
+// lemon node whose jobs fail far more often (uncorrectable ECC errors its own kernel log shows:
+// trusted platform evidence on it), one busy healthy node that runs three times as many jobs, and
+// one node whose jobs often die of user code. Shared by the tests and bench/suspects.
 #pragma once
 
 #include <cstdint>

@@ -175,7 +175,9 @@ TEST(NodesCommand, SuspectsAreRankedFromEveryAgentsHistoryAndTheDrainNamesTheJob
   const CliRun table = run_cli(common + " --nodes " + list);
   EXPECT_EQ(table.status, 0) << table.out;
   EXPECT_NE(table.out.find(spec.lemon + ": "), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("multi-node jobs failed (platform/unknown)"), std::string::npos);
+  EXPECT_NE(table.out.find("multi-node jobs failed on platform evidence trusted on this node"),
+            std::string::npos)
+      << table.out;
   EXPECT_NE(table.out.find("  drain recommended: jobs "), std::string::npos);
   EXPECT_EQ(table.out.find(spec.busy + ":"), std::string::npos) << "the busy node is no suspect";
   EXPECT_NE(table.out.find("test: binomial tail"), std::string::npos);

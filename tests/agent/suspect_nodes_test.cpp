@@ -23,6 +23,8 @@ std::vector<JobOutcome> parse_all(const std::vector<nlohmann::json>& records) {
   return out;
 }
 
+// A job on `nodes`; a failure with platform blame comes with its first node implicated by that
+// node's own agent (trusted evidence: a kernel line there), the way a record of one reads.
 JobOutcome job(uint64_t id, std::vector<std::string> nodes, const char* blame,
                const char* status = "failed") {
   JobOutcome j;
@@ -31,6 +33,14 @@ JobOutcome job(uint64_t id, std::vector<std::string> nodes, const char* blame,
   j.status = status;
   j.nodes = std::move(nodes);
   if (blame != nullptr) j.blame = blame;
+  if (j.blame == "platform") j.implicated.push_back({j.nodes.front(), "Xid 79", true});
+  return j;
+}
+
+// The same job with its evidence taken from the job's own log alone: nothing trusted.
+JobOutcome log_only(JobOutcome j) {
+  for (OutcomeImplication& i : j.implicated)
+    i.trusted = false;
   return j;
 }
 
@@ -81,7 +91,7 @@ TEST(JobOutcomeRecord, AWellFormedRecordReadsBack) {
   ASSERT_EQ(j->implicated.size(), 1u);
   EXPECT_FALSE(j->implicated[0].trusted);
   EXPECT_EQ(j->cls, "nccl-timeout");
-  EXPECT_TRUE(counts_against_nodes(*j));
+  EXPECT_FALSE(counts_against_nodes(*j)) << "unknown blame, untrusted evidence";
 }
 
 TEST(JobOutcomeRecord, BadRecordsAreRefusedWithTheReason) {
@@ -164,7 +174,8 @@ TEST(RankSuspects, TheLemonIsNamedAndTheBusyHealthyNodeIsNot) {
                                   std::to_string(lemon.jobs) + " multi-node jobs failed"),
             std::string::npos)
       << lemon.reasons[0];
-  EXPECT_NE(lemon.reasons[1].find("were nccl-timeout, none with trusted evidence on this node"),
+  EXPECT_NE(lemon.reasons[1].find(" of them were gpu-ecc-uncorrectable (uncorrectable ECC error "
+                                  "(Xid 48) in its kernel log)"),
             std::string::npos)
       << lemon.reasons[1];
   EXPECT_EQ(find_suspect(ranking, spec.busy), nullptr);
@@ -194,14 +205,76 @@ TEST(RankSuspects, UserFailuresNeverCountAgainstANode) {
   const auto ranking = rank_suspects(jobs, {});
   EXPECT_TRUE(ranking.suspects.empty());
 
-  // The same node with platform failures instead is named.
+  // The same node with platform failures its own kernel logged instead is named.
   for (JobOutcome& j : jobs) {
-    if (j.nodes[0] == "gpu-x") j.blame = "platform";
+    if (j.nodes[0] != "gpu-x") continue;
+    j.blame = "platform";
+    j.implicated = {{"gpu-x", "Xid 79", true}};
   }
   const auto named = rank_suspects(jobs, {});
   ASSERT_EQ(named.suspects.size(), 1u);
   EXPECT_EQ(named.suspects[0].node, "gpu-x");
   EXPECT_EQ(named.suspects[0].failures, 40u);
+}
+
+// The jobs of a cluster where nothing is wrong: 2-node jobs on a0..a49 x b0..b48, rare platform
+// failures with a kernel line on one node.
+std::vector<JobOutcome> quiet_cluster() {
+  std::vector<JobOutcome> jobs;
+  for (uint64_t i = 1; i <= 2000; ++i) {
+    jobs.push_back(job(i, {"a" + std::to_string(i % 50), "b" + std::to_string(i % 49)},
+                       i % 97 == 0 ? "platform" : nullptr, i % 97 == 0 ? "failed" : "completed"));
+  }
+  return jobs;
+}
+
+TEST(RankSuspects, OneUsersFailingJobsWithUnknownBlameAllOnOneNodeNeverMakeItASuspect) {
+  // One user's 20 two-node jobs, every one placed on gpu-x, every one failing with blame unknown:
+  // a user who wants gpu-x out of the pool (or whose code hangs) writes such logs at will.
+  std::vector<JobOutcome> jobs = quiet_cluster();
+  for (uint64_t i = 0; i < 20; ++i) {
+    JobOutcome j = job(10000 + i, {"gpu-x", "a" + std::to_string(i)}, "unknown");
+    j.user = "mallory";
+    jobs.push_back(j);
+  }
+  EXPECT_TRUE(rank_suspects(jobs, {}).suspects.empty()) << names(rank_suspects(jobs, {}));
+  JobOutcome only = jobs.back();
+  only.implicated.push_back({"gpu-x", "its ranks stopped first in the log", false});
+  EXPECT_FALSE(counts_against_node(only, "gpu-x"));
+
+  // Platform blame the job's log claimed ("NVRM: Xid 79" printed by the job itself) with nothing
+  // from gpu-x's agent behind it counts no more.
+  for (JobOutcome& j : jobs) {
+    if (j.user == "mallory") {
+      j.blame = "platform";
+      j.implicated = {{"gpu-x", "Xid 79 in the job's log", false}};
+    }
+  }
+  EXPECT_TRUE(rank_suspects(jobs, {}).suspects.empty()) << names(rank_suspects(jobs, {}));
+
+  // The same failures with gpu-x's own kernel behind them make it the suspect.
+  for (JobOutcome& j : jobs) {
+    if (j.user == "mallory") j.implicated = {{"gpu-x", "Xid 79 in its kernel log", true}};
+  }
+  const auto named = rank_suspects(jobs, {});
+  ASSERT_EQ(named.suspects.size(), 1u) << names(named);
+  EXPECT_EQ(named.suspects[0].node, "gpu-x");
+  EXPECT_EQ(named.suspects[0].failures, 20u);
+  EXPECT_NE(named.suspects[0].reasons[1].find("(Xid 79 in its kernel log)"), std::string::npos)
+      << named.suspects[0].reasons[1];
+}
+
+TEST(RankSuspects, APlatformFailureCountsOnlyAgainstTheNodeItsEvidencePinnedItOn) {
+  std::vector<JobOutcome> jobs = quiet_cluster();
+  // gpu-y shares 20 failed jobs with gpu-z, whose own kernel logged the fault every time.
+  for (uint64_t i = 0; i < 20; ++i)
+    jobs.push_back(job(20000 + i, {"gpu-z", "gpu-y"}, "platform"));
+  const auto r = rank_suspects(jobs, {});
+  ASSERT_EQ(r.suspects.size(), 1u) << names(r);
+  EXPECT_EQ(r.suspects[0].node, "gpu-z");
+  EXPECT_FALSE(counts_against_node(jobs.back(), "gpu-y"));
+  EXPECT_TRUE(counts_against_node(jobs.back(), "gpu-z"));
+  EXPECT_FALSE(counts_against_node(log_only(jobs.back()), "gpu-z"));
 }
 
 TEST(RankSuspects, TooFewFailuresAreNotEnoughWhateverTheirOdds) {
@@ -213,10 +286,12 @@ TEST(RankSuspects, TooFewFailuresAreNotEnoughWhateverTheirOdds) {
   jobs.push_back(job(5001, {"lonely", "a2"}, "platform"));
   EXPECT_TRUE(rank_suspects(jobs, {}).suspects.empty()) << "2 failures, min 3";
   jobs.push_back(job(5002, {"lonely", "a3"}, "unknown"));
+  EXPECT_TRUE(rank_suspects(jobs, {}).suspects.empty()) << "an unknown blame is no third";
+  jobs.push_back(job(5003, {"lonely", "a3"}, "platform"));
   const auto r = rank_suspects(jobs, {});
   ASSERT_EQ(r.suspects.size(), 1u);
   EXPECT_EQ(r.suspects[0].node, "lonely");
-  EXPECT_EQ(r.suspects[0].failed_jobs, (std::vector<uint64_t>{5002, 5001, 5000}));
+  EXPECT_EQ(r.suspects[0].failed_jobs, (std::vector<uint64_t>{5003, 5001, 5000}));
 }
 
 TEST(RankSuspects, SingleNodeJobsAndCompletedJobsDoNotCount) {

@@ -190,6 +190,11 @@ int FakeSlurm::node_table_loads() const {
   return node_table_loads_;
 }
 
+void FakeSlurm::set_before_drain(std::function<void(SlurmNodeState&)> fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  before_drain_ = std::move(fn);
+}
+
 bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std::string& error) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
@@ -197,6 +202,7 @@ bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std:
     error = "Invalid node name specified";
     return false;
   }
+  if (before_drain_) before_drain_(it->second);
   if (it->second.drain || it->second.down) {
     error = "node is already drained or down";
     return false;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,9 @@ class FakeSlurm : public SlurmClient {
 
   void set_job(JobFacts facts);
   void set_node(SlurmNodeState state);
+  // Runs on the node's state as drain_node begins: somebody else's update landing between the
+  // caller's check and its drain.
+  void set_before_drain(std::function<void(SlurmNodeState&)> fn);
   std::vector<std::pair<std::string, std::string>> drains() const;
   std::vector<std::string> undrains() const;
   int load_job_calls() const;
@@ -86,6 +90,7 @@ class FakeSlurm : public SlurmClient {
   std::map<std::string, SlurmNodeState> nodes_;
   std::vector<std::pair<std::string, std::string>> drains_;
   std::vector<std::string> undrains_;
+  std::function<void(SlurmNodeState&)> before_drain_;
   int load_job_calls_ = 0;
   int node_table_loads_ = 0;
 };

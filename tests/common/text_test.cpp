@@ -18,6 +18,35 @@ TEST(Printable, KeepsValidMultibyteText) {
   EXPECT_EQ(printable("Grüße ✓ 🚀"), "Grüße ✓ 🚀");
 }
 
+TEST(LogText, AJobsLineCannotEndOurLogLineOrForgeTheNext) {
+  // The line a job printed: a carriage return to rewrite what the terminal shows, then a line of
+  // its own dressed as the agent's.
+  const std::string forged = "loss nan\r\nslurm-triage-agent: info: job 7: analysis done";
+  const std::string shown = log_text(forged);
+  EXPECT_EQ(shown, "loss nan\\x0d\\x0aslurm-triage-agent: info: job 7: analysis done");
+  EXPECT_EQ(shown.find_first_of("\r\n"), std::string::npos);
+}
+
+TEST(LogText, AnsiC1AndBidiControlsAreWrittenOutNotActedOn) {
+  EXPECT_EQ(log_text("\x1b[2K\x1b[1Aok"), "\\x1b[2K\\x1b[1Aok") << "ESC starts no sequence";
+  // U+0085 NEL and U+009B (the 8-bit CSI) as UTF-8.
+  EXPECT_EQ(log_text("a\xc2\x85"
+                     "b\xc2\x9b"
+                     "2Kc"),
+            "a\\u{0085}b\\u{009B}2Kc");
+  EXPECT_EQ(log_text("x\xe2\x80\xa8y"), "x\\u{2028}y") << "the line separator";
+  EXPECT_EQ(log_text("user \xe2\x80\xaetxt.exe"), "user \\u{202E}txt.exe") << "a bidi override";
+  EXPECT_EQ(log_text("Grüße ✓ 🚀\tend"), "Grüße ✓ 🚀\tend") << "ordinary text is left alone";
+}
+
+TEST(LogText, LongTextIsCutOnACharacterAndSaysHowMuchIsLeftOut) {
+  const std::string line = std::string(10, 'a') + "é" + std::string(100, 'b');
+  EXPECT_EQ(log_text(line, 11), std::string(10, 'a') + "... (102 more bytes)");
+  EXPECT_EQ(log_text(std::string(2000, 'x')).size(),
+            kLogTextMax + std::string("... (976 more bytes)").size());
+  EXPECT_EQ(log_text("short"), "short");
+}
+
 TEST(Utf8, RejectsOverlongsAndSurrogates) {
   EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));

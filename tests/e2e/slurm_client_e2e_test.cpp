@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "agent/drain_hygiene.h"
+#include "agent/drain_steps.h"
 #include "agent/slurm_client.h"
 #include "tests/e2e/cluster_environment.h"
 
@@ -161,6 +163,42 @@ TEST_F(SlurmClientTest, AnAdminsDrainIsNeverOverridden) {
   ASSERT_TRUE(n.has_value());
   EXPECT_EQ(n->reason, "bios upgrade");
   EXPECT_TRUE(n->drain);
+}
+
+TEST_F(SlurmClientTest, AnAdminsDrainBetweenOurCheckAndOurDrainKeepsItsReasonAndIsNeverOurs) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  // The real steps, with the admin's `scontrol update State=DRAIN` landing after our check (the
+  // node was idle then) and before our DRAIN reaches slurmctld.
+  agent::DrainSteps steps = agent::libslurm_drain_steps(*client_, c.node());
+  const auto drain = steps.drain_keeping_reason;
+  steps.drain_keeping_reason = [&c, drain](std::string& e) {
+    EXPECT_TRUE(c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain",
+                           "reason=bios upgrade"})
+                    .ok());
+    return drain(e);
+  };
+  std::string error;
+  EXPECT_FALSE(agent::drain_in_steps(steps, "triage: gpu reset storm [boot 3f2a9c1b]", error));
+  EXPECT_NE(error.find("drained by someone else meanwhile"), std::string::npos) << error;
+  auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_TRUE(n->drain);
+  EXPECT_EQ(n->reason, "bios upgrade") << "our drain replaced nothing";
+  EXPECT_EQ(agent::drain_owner(*n), agent::DrainOwner::kAdmin);
+  EXPECT_FALSE(client_->undrain_node(c.node(), "triage: gpu reset storm [boot 3f2a9c1b]", error));
+  EXPECT_EQ(c.node_state(), "drained");
+}
+
+TEST_F(SlurmClientTest, OurDrainInTwoStepsIsReadBackAsOurs) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  std::string error;
+  ASSERT_TRUE(client_->drain_node(c.node(), "GPU fell off the bus [boot 3f2a9c1b]", error))
+      << error;
+  const auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_EQ(n->reason, "triage: GPU fell off the bus [boot 3f2a9c1b]");
+  EXPECT_EQ(agent::drain_owner(*n), agent::DrainOwner::kOurs);
+  EXPECT_EQ(agent::drain_reason_boot(n->reason), "3f2a9c1b");
 }
 
 TEST_F(SlurmClientTest, ADownNodeIsLeftAlone) {

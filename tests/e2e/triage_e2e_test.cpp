@@ -167,6 +167,60 @@ TEST(Triage, AKernelOomInTheJobsCgroupIsThePrimaryFailureWithTheKernelLine) {
   EXPECT_NE(md.find("oom-kill:constraint=CONSTRAINT_MEMCG"), std::string::npos) << md;
 }
 
+// GET <target> on the node's agent with a munge credential made by `as_user` (the test user) or
+// by root, as curl sends it; the answer's head and body.
+std::string agent_get(const SlurmCluster& c, const std::string& target, bool as_user) {
+  std::string port;
+  std::ifstream conf(fs::path(c.state_dir()) / "etc" / "triage.conf");
+  for (std::string line; std::getline(conf, line);) {
+    if (line.rfind("HttpPort=", 0) == 0) port = line.substr(9);
+  }
+  const std::string script = "curl -s -i -H \"Authorization: Munge $(munge -S '" + c.state_dir() +
+                             "/munge/munge.sock' -s \"$1\")\" \"http://127.0.0.1:" + port + "$1\"";
+  const std::vector<std::string> argv = {"bash", "-c", script, "agent_get", target};
+  const CommandResult r = as_user ? c.as_user(c.state_dir(), argv) : c.as_root(argv);
+  EXPECT_TRUE(r.ok()) << r.output;
+  return r.output;
+}
+
+TEST(Triage, TheOwnerAskingForAnyWindowGetsOnlyTheKernelLinesOfItsJobsSpan) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  // Another user's process, named by the kernel, well before the job (more than the 1 s
+  // EvidenceSettleDelay this cluster's agent widens the job's span by).
+  c.kernel_line(c.node(),
+                "NVRM: Xid (PCI:0000:3b:00): 13, pid=4711, name=before-the-job, Graphics SM "
+                "Warp Exception");
+  const int64_t before =
+      std::chrono::duration_cast<seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  std::this_thread::sleep_for(seconds(4));
+  const LayoutJob j =
+      submit_layout_job(c, "window", "events-window",
+                        std::string(kStepLines) + "\nwhile [ ! -e $d/go ]; do sleep 0.2; done");
+  c.wait_running(j.id);
+  std::this_thread::sleep_for(seconds(2));  // the job's start is on the agent by now
+  c.kernel_line(c.node(),
+                "NVRM: Xid (PCI:0000:3b:00): 13, pid=4712, name=while-the-job-ran, Graphics SM "
+                "Warp Exception");
+  std::this_thread::sleep_for(seconds(2));  // the agent reads the kernel log as it grows
+  const std::string target = "/v1/jobs/" + std::to_string(j.id) +
+                             "/events?start=" + std::to_string(before - 3600) +
+                             "&end=" + std::to_string(before + 3600);
+
+  const std::string owner = agent_get(c, target, true);
+  EXPECT_NE(owner.find("HTTP/1.1 200"), std::string::npos) << owner;
+  EXPECT_NE(owner.find("while-the-job-ran"), std::string::npos) << owner;
+  EXPECT_EQ(owner.find("before-the-job"), std::string::npos)
+      << "the owner's window is the job's own span: " << owner;
+  // Root (a peer's agent) may ask about any window: the earlier line is there to be found.
+  const std::string root = agent_get(c, target, false);
+  EXPECT_NE(root.find("before-the-job"), std::string::npos) << root;
+  EXPECT_NE(root.find("while-the-job-ran"), std::string::npos) << root;
+
+  std::ofstream(j.job_dir() / "go") << "";
+  EXPECT_EQ(c.wait_job(j.id), "COMPLETED");
+}
+
 // SIGSTOP on the agent for as long as the object lives; SIGCONT when it goes, even when an
 // assertion ends the test early, so that the other tests find a running agent.
 class FrozenAgent {
