@@ -15,6 +15,7 @@
 #include "common/model.h"
 #include "common/report_names.h"
 #include "common/safe_io.h"
+#include "common/text.h"
 
 namespace triage::agent {
 
@@ -98,10 +99,11 @@ void JobRequeue::open() {
     UniqueFd f = open_regular_file_at(dir.get(), kHeldFile, true);
     held = nlohmann::json::parse(read_fd_limited(f.get(), size_t{1} << 20));
   } catch (const std::system_error& e) {
-    if (e.code().value() != ENOENT) spdlog::warn("requeue: {}", e.what());
+    if (e.code().value() != ENOENT) spdlog::warn("requeue: {}", log_text(e.what()));
     return;
   } catch (const std::exception& e) {
-    spdlog::warn("requeue: {}/{} is unusable ({}); set aside", state_dir_, kHeldFile, e.what());
+    spdlog::warn("requeue: {}/{} is unusable ({}); set aside", state_dir_, kHeldFile,
+                 log_text(e.what()));
     return;
   }
   if (!held.is_object()) return;
@@ -163,7 +165,7 @@ void JobRequeue::finish_interrupted(uint64_t job_id, const Held& held) {
         spdlog::error(
             "job {}: a requeue interrupted by a restart left it held; not released ({}): "
             "`scontrol release {}` lets it run",
-            name, released.error.empty() ? why : released.error, name);
+            name, log_text(released.error.empty() ? why : released.error), name);
       }
       unmark_held(job_id);
     });
@@ -203,7 +205,8 @@ void JobRequeue::on_analysed(AnalysedJob a) {
   const bool submitted = workers_.submit([this, job, id] {
     std::string error;
     std::optional<JobFacts> now = load_job_ ? load_job_(id, error) : std::nullopt;
-    if (!now) spdlog::warn("job {}: slurmctld's record: {}", id, error.empty() ? "none" : error);
+    if (!now)
+      spdlog::warn("job {}: slurmctld's record: {}", id, log_text(error.empty() ? "none" : error));
     loop_.post([this, job, now = std::move(now), error] { decide(job, now, error); });
   });
   if (!submitted) decide(job, std::nullopt, "the agent is stopping");
@@ -228,7 +231,8 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
       f.unnamed = e.what();
     }
   } else if (!error.empty()) {
-    spdlog::info("job {}: requeue without slurmctld's record ({})", a.facts.job_id, error);
+    spdlog::info("job {}: requeue without slurmctld's record ({})", a.facts.job_id,
+                 log_text(error));
   }
   f.status = a.record.status;
   f.blame = a.record.blame.value_or("");
@@ -244,7 +248,7 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
   job->attempt = f.restarts;
   job->decision = decide_requeue(f);
   spdlog::info("job {}: --triage-requeue={}: {}", a.facts.job_id, f.asked_max,
-               job->decision.reason);
+               log_text(job->decision.reason));
   if (job->decision.outcome == RequeueOutcome::kRequeue) {
     carry_out(job);
     return;
@@ -267,7 +271,7 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
 void JobRequeue::submit_summary(const JobPtr& job, const std::string& summary) {
   if (!job->attempt_changed.empty()) {
     spdlog::warn("job {}: summary not written to accounting: {}", job->a.facts.job_id,
-                 job->attempt_changed);
+                 log_text(job->attempt_changed));
     return;
   }
   if (job->ref) {
@@ -288,7 +292,7 @@ void JobRequeue::carry_out(const JobPtr& job) {
     exclusions = merge_exclusions(job->excluded_now, job->decision.exclude);
   } catch (const InputError& e) {
     spdlog::warn("job {}: its ExcNodeList '{}' is not a hostlist ({}); replaced", id,
-                 job->excluded_now, e.what());
+                 log_text(job->excluded_now), log_text(e.what()));
     exclusions = compress_hostlist(job->decision.exclude);
   }
   const bool comment = comments_.enabled();
@@ -323,7 +327,7 @@ void JobRequeue::held(const JobPtr& job, const SlurmCommandResult& hold,
   if (!hold.ok) {
     d.outcome = RequeueOutcome::kRefuse;
     d.reason += "; but Slurm refused the requeue (" + hold.error + "), so the job is left as it is";
-    spdlog::warn("job {}: requeue refused by Slurm: {}", id, hold.error);
+    spdlog::warn("job {}: requeue refused by Slurm: {}", id, log_text(hold.error));
     report_pass(job, [this, job] { finish(job, false); });
     return;
   }
@@ -334,7 +338,7 @@ void JobRequeue::held(const JobPtr& job, const SlurmCommandResult& hold,
                 exclude.error + "), so it stays held: `scontrol release " + job->ref->controller +
                 "` lets it run (possibly on the same nodes)";
     spdlog::error("job {}: requeued and held, exclusion refused ({}); left held", id,
-                  exclude.error);
+                  log_text(exclude.error));
     report_pass(job, [this, job] { finish(job, false); });
     return;
   }
@@ -355,7 +359,7 @@ void JobRequeue::release(const JobPtr& job) {
         spdlog::error(
             "job {}: requeued and held, but the release failed ({}); it stays held until "
             "`scontrol release {}`",
-            id, r.error, ref.controller);
+            id, log_text(r.error), ref.controller);
       } else {
         spdlog::info("job {}: requeued excluding {}", id, compress_hostlist(job->decision.exclude));
       }
@@ -382,7 +386,7 @@ void JobRequeue::report_pass(const JobPtr& job, std::function<void()> then) {
       spdlog::warn(
           "job {}: the report could not be updated with the requeue ({}); the decision "
           "is in this log",
-          id, o.timed_out ? "timed out" : o.err.substr(0, 300));
+          id, log_text(o.timed_out ? "timed out" : o.err.substr(0, 300)));
     }
     then();
   });

@@ -8,6 +8,7 @@
 #include "agent/hang_comment.h"
 #include "agent/job_end.h"
 #include "common/child_process.h"
+#include "common/text.h"
 #include "common/time_util.h"
 #include "common/wait_status.h"
 
@@ -109,7 +110,7 @@ void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
     const std::string why = !facts   ? "slurmctld: " + error
                             : !owner ? "owner: " + error
                                      : std::string("slurmctld names no StdOut file");
-    if (why != f.last_error) spdlog::warn("job {}: not followed live: {}", job_id, why);
+    if (why != f.last_error) spdlog::warn("job {}: not followed live: {}", job_id, log_text(why));
     f.last_error = why;
     f.retry_mono = now.mono_usec + kSetupRetryUsec;
     return;
@@ -143,8 +144,8 @@ void LiveMonitor::set_up(uint64_t job_id, std::optional<JobFacts> facts,
   f.saved_mono = now.mono_usec;
   // A resumed stall counts from here: the time the agent was away is not known on this clock.
   f.gpu_counted_mono = now.mono_usec;
-  spdlog::info("job {}: following {} as uid {} from byte {}", job_id, state.path, owner->uid,
-               state.offset);
+  spdlog::info("job {}: following {} as uid {} from byte {}", job_id, log_text(state.path),
+               owner->uid, state.offset);
 }
 
 void LiveMonitor::poll(uint64_t job_id, Followed& f, const LiveInstant& now) {
@@ -172,14 +173,16 @@ void LiveMonitor::on_poll(LiveObservation obs) {
   stats_.bytes_scanned += obs.bytes;
   if (obs.status == LogStatus::kUnreadable) {
     ++stats_.poll_failures;
-    if (obs.error != f.last_error) spdlog::warn("job {}: live log: {}", job_id, obs.error);
+    if (obs.error != f.last_error)
+      spdlog::warn("job {}: live log: {}", job_id, log_text(obs.error));
     f.last_error = obs.error;
     if (obs.follow.path.empty()) return;  // the poll threw: nothing else is known
   }
   const size_t warned = add_warnings(f.record, obs.new_warnings, obs.at.wall_usec);
   for (size_t i = f.record.warnings.size() - warned; i < f.record.warnings.size(); ++i) {
     const LiveWarning& w = f.record.warnings[i];
-    spdlog::warn("job {}: early warning {} at line {}: {}", job_id, w.cls, w.line, w.text);
+    spdlog::warn("job {}: early warning {} at line {}: {}", job_id, log_text(w.cls), w.line,
+                 log_text(w.text));
   }
   stats_.early_warnings += warned;
   bool changed = warned > 0;
@@ -240,7 +243,7 @@ void LiveMonitor::judge(uint64_t job_id, Followed& f, const StallVerdict& v,
                   now]() -> std::function<void()> {
     std::string error;
     std::optional<JobFacts> facts = hooks_.load_job(job_id, error);
-    if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, error);
+    if (!facts) spdlog::warn("job {}: stall not confirmed: slurmctld: {}", job_id, log_text(error));
     std::optional<RemoteEvidence> remote;
     if (facts && facts->state == "RUNNING" && ask_remote) {
       remote = hooks_.remote_evidence(*facts, v.last_step_usec, now.wall_usec);
@@ -263,7 +266,7 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
     // The stall was judged on an attempt Slurm no longer runs (requeued by someone, restarted):
     // nothing is flagged or done to the one it runs now, which is followed afresh.
     const std::string why = attempt_mismatch(f.attempt, *facts);
-    spdlog::warn("job {}: stall of the followed attempt left alone: {}", job_id, why);
+    spdlog::warn("job {}: stall of the followed attempt left alone: {}", job_id, log_text(why));
     f.record.action_reason = "nothing done: " + why;
     save(job_id, f, now);
     f.gone = true;
@@ -278,7 +281,7 @@ void LiveMonitor::carry_out(uint64_t job_id, const StallVerdict& v, const NodeEv
   if (remote) {
     for (const NodeEvidence& p : remote->peers) {
       if (!p.reachable)
-        spdlog::warn("job {}: no live evidence from {}: {}", job_id, p.host, p.error);
+        spdlog::warn("job {}: no live evidence from {}: {}", job_id, p.host, log_text(p.error));
     }
     f.remote = std::move(*remote);
   }
@@ -313,7 +316,8 @@ void LiveMonitor::flag(uint64_t job_id, Followed& f, const StallVerdict& v, cons
   f.gpu_counted_mono = now.mono_usec;
   spdlog::warn("job {}: hang (live) at step {}{}: {}{}", job_id, v.last_step,
                f.record.stalls > 1 ? " (stall " + std::to_string(f.record.stalls) + ")" : "",
-               v.basis, c.lines.empty() ? "" : "; corroborated by " + c.lines.front());
+               log_text(v.basis),
+               log_text(c.lines.empty() ? "" : "; corroborated by " + c.lines.front()));
   save(job_id, f, now);
   set_comment(job_id, f);
 }
@@ -336,7 +340,7 @@ void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, const LiveInstant& n
     f.record.action_error = std::string("not done: ") + e.what();
     ++stats_.actions_not_done;
     save(job_id, f, now);
-    spdlog::error("job {}: {} refused: {}", job_id, what, e.what());
+    spdlog::error("job {}: {} refused: {}", job_id, what, log_text(e.what()));
     return;
   }
   if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
@@ -368,12 +372,12 @@ void LiveMonitor::on_action(uint64_t job_id, const std::string& what,
                             const LiveInstant& now) {
   if (!not_done.empty()) {
     ++stats_.actions_not_done;
-    spdlog::warn("job {}: {} not done: {}", job_id, what, not_done);
+    spdlog::warn("job {}: {} not done: {}", job_id, what, log_text(not_done));
   } else if (done.ok) {
     ++stats_.actions[what];
   } else {
     ++stats_.action_failures;
-    spdlog::error("job {}: {}", job_id, done.error);
+    spdlog::error("job {}: {}", job_id, log_text(done.error));
   }
   const auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
@@ -396,14 +400,14 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
   const CommentMerge merge = merge_triage_comment(
       f.facts.admin_comment, hang_comment_summary(f.record.flagged_usec, f.record.step));
   if (!merge.write) {
-    spdlog::info("job {}: AdminComment left as it is: {}", job_id, merge.reason);
+    spdlog::info("job {}: AdminComment left as it is: {}", job_id, log_text(merge.reason));
     return;
   }
   std::vector<std::string> argv;
   try {
     argv = set_admin_comment_argv(job_ref(f.facts), merge.value);
   } catch (const JobRefError& e) {
-    spdlog::error("job {}: AdminComment not set: {}", job_id, e.what());
+    spdlog::error("job {}: AdminComment not set: {}", job_id, log_text(e.what()));
     return;
   }
   hooks_.offload([this, job_id, argv]() -> std::function<void()> {
@@ -411,7 +415,7 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
     return [this, job_id, done = std::move(done)] {
       if (done.ok) return;
       ++stats_.comment_failures;
-      spdlog::error("job {}: AdminComment not set: {}", job_id, done.error);
+      spdlog::error("job {}: AdminComment not set: {}", job_id, log_text(done.error));
     };
   });
 }
@@ -440,7 +444,7 @@ void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
       spdlog::info("job {}: interim hang report written", job_id);
     } else {
       spdlog::error("job {}: interim hang report failed: {}", job_id,
-                    o.timed_out ? std::string("timed out") : o.err.substr(0, 400));
+                    log_text(o.timed_out ? std::string("timed out") : o.err.substr(0, 400)));
     }
   });
 }
