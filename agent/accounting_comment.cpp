@@ -31,8 +31,8 @@ bool permanent(const std::string& error) {
 }  // namespace
 
 CommentWrite write_accounting_comment(const SlurmCommandRunner& run, CommentField field,
-                                      uint64_t job_id, const std::string& summary) {
-  const SlurmCommandResult read = run(read_comment_argv(job_id, field));
+                                      const JobRef& job, const std::string& summary) {
+  const SlurmCommandResult read = run(read_comment_argv(job, field));
   if (!read.ok) {
     return {permanent(read.error) ? CommentWriteState::kLeftAlone : CommentWriteState::kFailed,
             "sacct: " + read.error};
@@ -49,7 +49,7 @@ CommentWrite write_accounting_comment(const SlurmCommandRunner& run, CommentFiel
   if (!m.write) {
     return {m.unchanged ? CommentWriteState::kUnchanged : CommentWriteState::kLeftAlone, m.reason};
   }
-  const SlurmCommandResult w = run(write_comment_argv(job_id, field, m.value));
+  const SlurmCommandResult w = run(write_comment_argv(job, field, m.value));
   if (!w.ok) return {CommentWriteState::kFailed, "sacctmgr: " + w.error};
   if (w.out.find("Nothing modified") != std::string::npos) {
     return {CommentWriteState::kFailed, "sacctmgr modified nothing"};
@@ -84,7 +84,16 @@ void AccountingComments::open() {
       continue;
     }
     const uint64_t id = p["job_id"].get<uint64_t>();
+    JobRef ref;
+    try {
+      // An entry without the names (an older agent's) cannot say which array task it meant.
+      ref = job_ref_from_state(id, p.value("controller", ""), p.value("accounting", ""));
+    } catch (const JobRefError& e) {
+      spdlog::warn("accounting comments: a pending write dropped: {}", e.what());
+      continue;
+    }
     Pending& e = pending_[id];
+    e.job = ref;
     e.summary = p["summary"].get<std::string>();
     e.first_usec = p.value("first_usec", now_usec());
     e.tries = p.value("tries", 0);
@@ -96,8 +105,9 @@ void AccountingComments::open() {
     retry_later(id);
 }
 
-uint64_t AccountingComments::begin(uint64_t job_id, const std::string& summary) {
-  Pending& p = pending_[job_id];
+uint64_t AccountingComments::begin(const JobRef& job, const std::string& summary) {
+  Pending& p = pending_[job.job_id];
+  p.job = job;
   p.summary = summary;
   p.first_usec = now_usec();
   p.tries = 0;
@@ -105,27 +115,38 @@ uint64_t AccountingComments::begin(uint64_t job_id, const std::string& summary) 
   return p.generation;
 }
 
-void AccountingComments::submit(uint64_t job_id, const std::string& summary) {
+void AccountingComments::submit(const JobFacts& job, const std::string& summary) {
   if (!enabled()) return;
-  begin(job_id, summary);
-  save();
-  attempt(job_id);
+  try {
+    submit(job_ref(job), summary);
+  } catch (const JobRefError& e) {
+    ++stats_.left_alone;
+    spdlog::warn("job {}: {} not written: {}", job.job_id, to_string(options_.field), e.what());
+  }
 }
 
-void AccountingComments::record_try(uint64_t job_id, const std::string& summary,
+void AccountingComments::submit(const JobRef& job, const std::string& summary) {
+  if (!enabled()) return;
+  begin(job, summary);
+  save();
+  attempt(job.job_id);
+}
+
+void AccountingComments::record_try(const JobRef& job, const std::string& summary,
                                     const CommentWrite& result) {
   if (!enabled()) return;
-  finish(job_id, begin(job_id, summary), result);
+  finish(job.job_id, begin(job, summary), result);
 }
 
 void AccountingComments::attempt(uint64_t job_id) {
   const auto it = pending_.find(job_id);
   if (it == pending_.end()) return;
+  const JobRef job = it->second.job;
   const std::string summary = it->second.summary;
   const uint64_t generation = it->second.generation;
   const CommentField field = options_.field;
-  const bool submitted = workers_.submit([this, job_id, summary, generation, field] {
-    const CommentWrite r = write_accounting_comment(run_, field, job_id, summary);
+  const bool submitted = workers_.submit([this, job_id, job, summary, generation, field] {
+    const CommentWrite r = write_accounting_comment(run_, field, job, summary);
     loop_.post([this, job_id, generation, r] { finish(job_id, generation, r); });
   });
   if (!submitted) retry_later(job_id);
@@ -193,8 +214,12 @@ void AccountingComments::save() {
   stats_.pending = pending_.size();
   nlohmann::json state = nlohmann::json::array();
   for (const auto& [id, p] : pending_) {
-    state.push_back(
-        {{"job_id", id}, {"summary", p.summary}, {"first_usec", p.first_usec}, {"tries", p.tries}});
+    state.push_back({{"job_id", id},
+                     {"controller", p.job.controller},
+                     {"accounting", p.job.accounting},
+                     {"summary", p.summary},
+                     {"first_usec", p.first_usec},
+                     {"tries", p.tries}});
   }
   try {
     UniqueFd dir = open_dir(options_.state_dir);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent/event_loop.h"
+#include "agent/job_ref.h"
 #include "agent/slurm_command_runner.h"
 #include "agent/slurm_commands.h"
 #include "agent/worker_pool.h"
@@ -31,9 +32,9 @@ struct CommentWrite {
   std::string detail;  // what happened, for the log
 };
 
-// One try: sacct, merge, sacctmgr. Blocking (a worker's).
+// One try: sacct, merge, sacctmgr, on the one record `job` names. Blocking (a worker's).
 CommentWrite write_accounting_comment(const SlurmCommandRunner& run, CommentField field,
-                                      uint64_t job_id, const std::string& summary);
+                                      const JobRef& job, const std::string& summary);
 
 class AccountingComments {
  public:
@@ -64,12 +65,14 @@ class AccountingComments {
   void open();
 
   // Writes `summary` for the job now, on a worker, and keeps it until it is written or given up.
-  // A later summary of the same job replaces an earlier one still pending.
-  void submit(uint64_t job_id, const std::string& summary);
+  // A later summary of the same job replaces an earlier one still pending. A job that cannot be
+  // named as one attempt (job_ref() refused) is not written; the log says why.
+  void submit(const JobFacts& job, const std::string& summary);
+  void submit(const JobRef& job, const std::string& summary);
 
   // Records the outcome of a try made elsewhere (the requeue's own, before its hold): a failed one
   // is kept and retried like any other.
-  void record_try(uint64_t job_id, const std::string& summary, const CommentWrite& result);
+  void record_try(const JobRef& job, const std::string& summary, const CommentWrite& result);
 
   bool enabled() const { return options_.field != CommentField::kNone; }
   CommentField field() const { return options_.field; }
@@ -78,6 +81,7 @@ class AccountingComments {
 
  private:
   struct Pending {
+    JobRef job;
     std::string summary;
     int64_t first_usec = 0;  // wall clock of the first try
     int tries = 0;
@@ -86,7 +90,7 @@ class AccountingComments {
 
   // Makes `summary` the job's pending write, its first try now (a newer generation than any
   // answer still on its way); returns that generation.
-  uint64_t begin(uint64_t job_id, const std::string& summary);
+  uint64_t begin(const JobRef& job, const std::string& summary);
   void attempt(uint64_t job_id);
   void finish(uint64_t job_id, uint64_t generation, const CommentWrite& result);
   void retry_later(uint64_t job_id);

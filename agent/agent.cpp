@@ -40,7 +40,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       requeue_(
           loop_, workers_, comments_,
           slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms)),
-          [this] { return suspects_in(history_.records()); }, cfg_.spool_dir),
+          load_job(), [this] { return suspects_in(history_.records()); }, cfg_.spool_dir),
       live_(cfg_, loop_, node_, live_hooks()),
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
@@ -228,12 +228,8 @@ std::string Agent::metrics_on_loop() {
                                                   &history_, &live_});
 }
 
-LiveMonitor::Hooks Agent::live_hooks() {
-  LiveMonitor::Hooks h;
-  h.offload = [this](std::function<std::function<void()>()> work) {
-    (void)workers_.submit([this, work = std::move(work)] { (void)loop_.post(work()); });
-  };
-  h.load_job = [this](uint64_t job_id, std::string& error) {
+JobRequeue::LoadJob Agent::load_job() {
+  return [this](uint64_t job_id, std::string& error) {
     return slurm_.with([&](SlurmClient* c) -> std::optional<JobFacts> {
       if (c == nullptr) {
         error = "no slurmctld client";
@@ -242,6 +238,14 @@ LiveMonitor::Hooks Agent::live_hooks() {
       return c->load_job(job_id, error);
     });
   };
+}
+
+LiveMonitor::Hooks Agent::live_hooks() {
+  LiveMonitor::Hooks h;
+  h.offload = [this](std::function<std::function<void()>()> work) {
+    (void)workers_.submit([this, work = std::move(work)] { (void)loop_.post(work()); });
+  };
+  h.load_job = load_job();
   h.run_command = slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms));
   h.own_evidence = [this](const JobRecord& j, int64_t start, int64_t end) {
     return node_evidence(j, start, end);

@@ -112,6 +112,8 @@ class Agent {
   // Loop thread: the parts' shared answers.
   NodeEvidence node_evidence(const JobRecord& job, int64_t start_usec, int64_t end_usec);
   LiveMonitor::Hooks live_hooks();
+  // slurmctld's record of a job through the shared client (the live loop's and the requeue's).
+  JobRequeue::LoadJob load_job();
   nlohmann::json health_on_loop();
   std::string metrics_on_loop();
 

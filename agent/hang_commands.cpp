@@ -6,24 +6,24 @@ namespace triage::agent {
 
 namespace {
 
-// Job 0 does not exist; to scancel an empty or zero id would be a bug upstream, never a request.
-std::string job_arg(uint64_t job_id) {
-  if (job_id == 0) throw std::invalid_argument("hang action for job 0");
-  return std::to_string(job_id);
+// A JobRef that job_ref() did not make (empty) would be a bug upstream, never a request.
+const std::string& job_arg(const JobRef& job) {
+  if (job.controller.empty()) throw std::invalid_argument("hang action for no job");
+  return job.controller;
 }
 
 }  // namespace
 
-std::vector<std::string> cancel_job_argv(uint64_t job_id) {
-  return {"scancel", job_arg(job_id)};
+std::vector<std::string> cancel_job_argv(const JobRef& job) {
+  return {"scancel", job_arg(job)};
 }
 
-std::vector<std::string> requeue_job_argv(uint64_t job_id) {
-  return {"scontrol", "requeue", job_arg(job_id)};
+std::vector<std::string> requeue_job_argv(const JobRef& job) {
+  return {"scontrol", "requeue", job_arg(job)};
 }
 
-std::vector<std::string> set_admin_comment_argv(uint64_t job_id, std::string_view value) {
-  return {"scontrol", "update", "JobId=" + job_arg(job_id), "AdminComment=" + std::string(value)};
+std::vector<std::string> set_admin_comment_argv(const JobRef& job, std::string_view value) {
+  return {"scontrol", "update", "JobId=" + job_arg(job), "AdminComment=" + std::string(value)};
 }
 
 }  // namespace triage::agent

@@ -36,8 +36,10 @@ std::string user_name(std::optional<uint32_t> uid) {
 SlurmPatternContext pattern_context(const JobFacts& f, const nlohmann::json& job_end) {
   SlurmPatternContext ctx;
   ctx.job_id = f.job_id;
-  ctx.array_job_id = int_field<uint64_t>(job_end, "array_job_id");
-  ctx.array_task_id = int_field<uint64_t>(job_end, "array_task_id");
+  ctx.array_job_id = f.array_job_id ? std::optional<uint64_t>(*f.array_job_id)
+                                    : int_field<uint64_t>(job_end, "array_job_id");
+  ctx.array_task_id = f.array_task_id ? std::optional<uint64_t>(*f.array_task_id)
+                                      : int_field<uint64_t>(job_end, "array_task_id");
   ctx.user = f.user;
   ctx.job_name = f.name;
   ctx.node = !f.batch_host.empty() ? f.batch_host : (f.nodes.empty() ? "" : f.nodes.front());
@@ -68,6 +70,10 @@ JobFacts facts_from_epilog(const JobRecord& job, const std::string& self) {
   const nlohmann::json& m = job.job_end;
   JobFacts f;
   f.job_id = job.job_id;
+  f.array_job_id = job.array_job_id;
+  f.array_task_id = job.array_task_id;
+  f.het_job_id = job.het_job_id;
+  f.restart_count = int_field<int>(m, "restart_count").value_or(0);
   f.source = "epilog";
   f.uid = job.uid;
   f.gid = job.gid;
@@ -86,7 +92,7 @@ JobFacts facts_from_epilog(const JobRecord& job, const std::string& self) {
   f.start_time = job.start_usec / 1000000;
   f.end_time = job.end_usec / 1000000;
   f.mode = job.mode.empty() ? "basic" : job.mode;
-  const bool is_array = m.contains("array_task_id");
+  const bool is_array = f.array_task_id.has_value() || m.contains("array_task_id");
   const std::string pattern =
       f.stdout_pattern.empty() ? default_stdout_pattern(is_array) : f.stdout_pattern;
   // Without a name %x would expand to nothing and point at the wrong file; better no path.

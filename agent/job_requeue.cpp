@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/attempt_check.h"
 #include "agent/suspect_nodes.h"
 #include "common/error.h"
 #include "common/hostlist.h"
@@ -45,7 +46,9 @@ struct JobRequeue::Job {
   AnalysedJob a;
   RequeueFacts facts;
   RequeueDecision decision;
-  std::string excluded_now;  // ExcNodeList before the requeue
+  std::optional<JobRef> ref;    // the attempt as Slurm's commands name it (from slurmctld's record)
+  std::string attempt_changed;  // why Slurm's job is not the analysed attempt ("" when it is)
+  std::string excluded_now;     // ExcNodeList before the requeue
   int attempt = 0;
   std::vector<std::string> steps;
 };
@@ -77,11 +80,13 @@ constexpr const char* kHeldFile = "requeue-held.json";
 }  // namespace
 
 JobRequeue::JobRequeue(EventLoop& loop, WorkerPool& workers, AccountingComments& comments,
-                       SlurmCommandRunner run, Suspects suspects, std::string state_dir)
+                       SlurmCommandRunner run, LoadJob load_job, Suspects suspects,
+                       std::string state_dir)
     : loop_(loop),
       workers_(workers),
       comments_(comments),
       run_(std::move(run)),
+      load_job_(std::move(load_job)),
       suspects_(std::move(suspects)),
       state_dir_(std::move(state_dir)),
       reports_(loop) {}
@@ -100,51 +105,73 @@ void JobRequeue::open() {
     return;
   }
   if (!held.is_object()) return;
-  for (const auto& [id, exclusions] : held.items()) {
+  for (const auto& [id, entry] : held.items()) {
     uint64_t job_id = 0;
     const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), job_id);
-    if (ec != std::errc() || end != id.data() + id.size() || job_id == 0 ||
-        !exclusions.is_string()) {
+    if (ec != std::errc() || end != id.data() + id.size() || job_id == 0) continue;
+    Held h;
+    if (entry.is_string()) {
+      h.exclusions = entry.get<std::string>();  // an older agent's entry: no restart count
+    } else if (entry.is_object() && entry.value("exclusions", nlohmann::json()).is_string()) {
+      h.exclusions = entry["exclusions"].get<std::string>();
+      h.restarts = entry.value("restarts", -1);
+    } else {
       continue;
     }
-    held_[job_id] = exclusions.get<std::string>();
+    held_[job_id] = h;
   }
-  for (const auto& [job_id, exclusions] : held_)
-    finish_interrupted(job_id, exclusions);
+  for (const auto& [job_id, h] : held_)
+    finish_interrupted(job_id, h);
 }
 
-// A requeue the agent held but did not release before it stopped: released once Slurm shows the
-// job pending with the exclusion in place, else left held and said so.
-void JobRequeue::finish_interrupted(uint64_t job_id, const std::string& exclusions) {
-  (void)workers_.submit([this, job_id, exclusions] {
-    const SlurmCommandResult show = run_(show_job_argv(job_id));
-    const std::optional<ShownJob> j = show.ok ? parse_show_job(show.out) : std::nullopt;
-    bool covered = j && j->state == "PENDING";
-    try {
-      covered = covered && merge_exclusions(j->excluded, expand_hostlist(exclusions)) ==
-                               merge_exclusions(j->excluded, {});
-    } catch (const InputError&) {
-      covered = false;
+// A requeue the agent held but did not release before it stopped: released once slurmctld shows
+// the same task pending again after our hold (its restart count one more than the analysed
+// attempt's) with the exclusion in place; else left held and said so.
+void JobRequeue::finish_interrupted(uint64_t job_id, const Held& held) {
+  (void)workers_.submit([this, job_id, held] {
+    std::string why;
+    const std::optional<JobFacts> now = load_job_ ? load_job_(job_id, why) : std::nullopt;
+    if (!now && why.empty()) why = "slurmctld could not be asked";
+    std::optional<JobRef> ref;
+    if (now) {
+      try {
+        ref = job_ref(*now);
+        if (now->state != "PENDING") {
+          why = "it is " + now->state + ", not pending";
+        } else if (held.restarts >= 0 && now->restart_count != held.restarts + 1) {
+          why = "its restart count is " + std::to_string(now->restart_count) + ", not " +
+                std::to_string(held.restarts + 1) + " (requeued by someone else since)";
+        } else if (merge_exclusions(now->excluded_nodes, expand_hostlist(held.exclusions)) !=
+                   merge_exclusions(now->excluded_nodes, {})) {
+          why = "its ExcNodeList is '" + now->excluded_nodes + "'";
+        }
+      } catch (const JobRefError& e) {
+        why = e.what();
+      } catch (const InputError& e) {
+        why = e.what();
+      }
     }
+    const bool covered = ref && why.empty();
     const SlurmCommandResult released =
-        covered ? run_(release_argv(job_id)) : SlurmCommandResult{false, "", ""};
-    loop_.post([this, job_id, covered, released, exclusions] {
+        covered ? run_(release_argv(*ref)) : SlurmCommandResult{false, "", ""};
+    loop_.post([this, job_id, covered, released, held, why, ref] {
+      const std::string name = ref ? ref->controller : std::to_string(job_id);
       if (covered && released.ok) {
         spdlog::info("job {}: released: its requeue (excluding {}) was interrupted by a restart",
-                     job_id, exclusions);
+                     name, held.exclusions);
       } else {
         spdlog::error(
-            "job {}: a requeue interrupted by a restart left it held; Slurm does not "
-            "show it pending with {} excluded{}: `scontrol release {}` lets it run",
-            job_id, exclusions, released.error.empty() ? "" : " (" + released.error + ")", job_id);
+            "job {}: a requeue interrupted by a restart left it held; not released ({}): "
+            "`scontrol release {}` lets it run",
+            name, released.error.empty() ? why : released.error, name);
       }
       unmark_held(job_id);
     });
   });
 }
 
-void JobRequeue::mark_held(uint64_t job_id, const std::string& exclusions) {
-  held_[job_id] = exclusions;
+void JobRequeue::mark_held(uint64_t job_id, const Held& held) {
+  held_[job_id] = held;
   save_held();
 }
 
@@ -154,8 +181,8 @@ void JobRequeue::unmark_held(uint64_t job_id) {
 
 void JobRequeue::save_held() {
   nlohmann::json held = nlohmann::json::object();
-  for (const auto& [id, exclusions] : held_)
-    held[std::to_string(id)] = exclusions;
+  for (const auto& [id, h] : held_)
+    held[std::to_string(id)] = {{"exclusions", h.exclusions}, {"restarts", h.restarts}};
   try {
     UniqueFd dir = open_dir(state_dir_);
     atomic_write_at(dir.get(), kHeldFile, held.dump() + "\n", 0600);
@@ -167,30 +194,42 @@ void JobRequeue::save_held() {
 void JobRequeue::on_analysed(AnalysedJob a) {
   const uint64_t id = a.facts.job_id;
   if (a.requeue_max <= 0) {
-    comments_.submit(id, compose_triage_summary(summary_of(a.record, a.report_path)));
+    comments_.submit(a.facts, compose_triage_summary(summary_of(a.record, a.report_path)));
     return;
   }
   auto job = std::make_shared<Job>();
   job->a = std::move(a);
   ++in_flight_;
   const bool submitted = workers_.submit([this, job, id] {
-    const SlurmCommandResult r = run_(show_job_argv(id));
-    std::optional<ShownJob> shown = r.ok ? parse_show_job(r.out) : std::nullopt;
-    if (!r.ok) spdlog::warn("job {}: scontrol show job: {}", id, r.error);
-    loop_.post([this, job, shown] { decide(job, shown); });
+    std::string error;
+    std::optional<JobFacts> now = load_job_ ? load_job_(id, error) : std::nullopt;
+    if (!now) spdlog::warn("job {}: slurmctld's record: {}", id, error.empty() ? "none" : error);
+    loop_.post([this, job, now = std::move(now), error] { decide(job, now, error); });
   });
-  if (!submitted) decide(job, std::nullopt);
+  if (!submitted) decide(job, std::nullopt, "the agent is stopping");
 }
 
-void JobRequeue::decide(const JobPtr& job, const std::optional<ShownJob>& shown) {
+void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
+                        const std::string& error) {
   const AnalysedJob& a = job->a;
   RequeueFacts& f = job->facts;
   f.asked_max = a.requeue_max;
   f.admin_allows = a.requeue_allowed;
-  f.known = shown.has_value();
-  f.batch = shown && shown->batch;
-  f.requeueable = shown && shown->requeue;
-  f.restarts = shown ? shown->restarts : a.facts.restart_count;
+  f.known = now.has_value();
+  f.batch = now && now->batch;
+  f.requeueable = now && now->requeue_allowed;
+  // The analysed attempt's: Slurm's own when it still shows that attempt (checked just below).
+  f.restarts = a.facts.restart_count;
+  if (now) {
+    f.attempt_changed = job->attempt_changed = attempt_changed(a.facts, *now);
+    try {
+      job->ref = job_ref(*now);
+    } catch (const JobRefError& e) {
+      f.unnamed = e.what();
+    }
+  } else if (!error.empty()) {
+    spdlog::info("job {}: requeue without slurmctld's record ({})", a.facts.job_id, error);
+  }
   f.status = a.record.status;
   f.blame = a.record.blame.value_or("");
   f.cls = a.record.cls.value_or("");
@@ -201,7 +240,7 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<ShownJob>& shown)
       (f.blame == "platform" || f.blame == "unknown" || f.blame.empty())) {
     f.suspects = suspects_();
   }
-  job->excluded_now = shown ? shown->excluded : "";
+  job->excluded_now = now ? now->excluded_nodes : "";
   job->attempt = f.restarts;
   job->decision = decide_requeue(f);
   spdlog::info("job {}: --triage-requeue={}: {}", a.facts.job_id, f.asked_max,
@@ -210,22 +249,37 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<ShownJob>& shown)
     carry_out(job);
     return;
   }
-  const uint64_t id = a.facts.job_id;
   const std::string summary = compose_triage_summary(summary_of(a.record, a.report_path));
   if (!failed(f.status)) {
     // A job that did not fail needs no word on the requeue in its report.
-    comments_.submit(id, summary);
+    submit_summary(job, summary);
     finish(job, false);
     return;
   }
-  report_pass(job, [this, job, id, summary] {
-    comments_.submit(id, summary);
+  report_pass(job, [this, job, summary] {
+    submit_summary(job, summary);
     finish(job, false);
   });
 }
 
+// The summary goes into the job's latest accounting record, which after a requeue since the
+// analysis is the next attempt's: then it is not written at all.
+void JobRequeue::submit_summary(const JobPtr& job, const std::string& summary) {
+  if (!job->attempt_changed.empty()) {
+    spdlog::warn("job {}: summary not written to accounting: {}", job->a.facts.job_id,
+                 job->attempt_changed);
+    return;
+  }
+  if (job->ref) {
+    comments_.submit(*job->ref, summary);
+  } else {
+    comments_.submit(job->a.facts, summary);
+  }
+}
+
 void JobRequeue::carry_out(const JobPtr& job) {
   const uint64_t id = job->a.facts.job_id;
+  const JobRef ref = *job->ref;  // decide_requeue requeues only a named attempt
   const std::string report =
       job->a.report_path.empty() ? "" : attempt_report_name(job->a.report_path, job->attempt);
   const std::string summary = compose_triage_summary(summary_of(job->a.record, report));
@@ -239,17 +293,17 @@ void JobRequeue::carry_out(const JobPtr& job) {
   }
   const bool comment = comments_.enabled();
   const CommentField field = comments_.field();
-  mark_held(id, exclusions);
-  const bool submitted = workers_.submit([this, job, id, summary, exclusions, comment, field] {
+  mark_held(id, Held{exclusions, job->attempt});
+  const bool submitted = workers_.submit([this, job, ref, summary, exclusions, comment, field] {
     CommentWrite written{CommentWriteState::kUnchanged, "AccountingComment=none"};
-    if (comment) written = write_accounting_comment(run_, field, id, summary);
-    const SlurmCommandResult hold = run_(requeue_hold_argv(id));
+    if (comment) written = write_accounting_comment(run_, field, ref, summary);
+    const SlurmCommandResult hold = run_(requeue_hold_argv(ref));
     SlurmCommandResult exclude;
-    if (hold.ok) exclude = run_(exclude_nodes_argv(id, exclusions));
-    loop_.post([this, job, summary, hold, exclude, written, exclusions] {
-      if (comments_.enabled()) comments_.record_try(job->a.facts.job_id, summary, written);
-      step(job, requeue_hold_argv(job->a.facts.job_id), hold);
-      if (hold.ok) step(job, exclude_nodes_argv(job->a.facts.job_id, exclusions), exclude);
+    if (hold.ok) exclude = run_(exclude_nodes_argv(ref, exclusions));
+    loop_.post([this, job, ref, summary, hold, exclude, written, exclusions] {
+      if (comments_.enabled()) comments_.record_try(ref, summary, written);
+      step(job, requeue_hold_argv(ref), hold);
+      if (hold.ok) step(job, exclude_nodes_argv(ref, exclusions), exclude);
       held(job, hold, exclude, written);
     });
   });
@@ -277,7 +331,7 @@ void JobRequeue::held(const JobPtr& job, const SlurmCommandResult& hold,
     // Released, it could start on the very node that failed it: it waits for a person instead.
     d.outcome = RequeueOutcome::kRefuse;
     d.reason += "; the job was requeued and held, but Slurm refused the exclusion (" +
-                exclude.error + "), so it stays held: `scontrol release " + std::to_string(id) +
+                exclude.error + "), so it stays held: `scontrol release " + job->ref->controller +
                 "` lets it run (possibly on the same nodes)";
     spdlog::error("job {}: requeued and held, exclusion refused ({}); left held", id,
                   exclude.error);
@@ -285,22 +339,23 @@ void JobRequeue::held(const JobPtr& job, const SlurmCommandResult& hold,
     return;
   }
   job->steps.push_back("released once this report was written (scontrol release " +
-                       std::to_string(id) + ")");
+                       job->ref->controller + ")");
   report_pass(job, [this, job] { release(job); });
 }
 
 void JobRequeue::release(const JobPtr& job) {
   const uint64_t id = job->a.facts.job_id;
-  const bool submitted = workers_.submit([this, job, id] {
-    const SlurmCommandResult r = run_(release_argv(id));
-    loop_.post([this, job, r, id] {
+  const JobRef ref = *job->ref;
+  const bool submitted = workers_.submit([this, job, id, ref] {
+    const SlurmCommandResult r = run_(release_argv(ref));
+    loop_.post([this, job, r, id, ref] {
       unmark_held(id);
       if (!r.ok) {
         ++stats_.release_failures;
         spdlog::error(
             "job {}: requeued and held, but the release failed ({}); it stays held until "
             "`scontrol release {}`",
-            id, r.error, id);
+            id, r.error, ref.controller);
       } else {
         spdlog::info("job {}: requeued excluding {}", id, compress_hostlist(job->decision.exclude));
       }

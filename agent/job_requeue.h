@@ -2,9 +2,13 @@
 // (agent/accounting_comment.h) and, for a job that asked for --triage-requeue, the requeue
 // decision (agent/requeue_decision.h) carried out:
 //
-//   scontrol show job -> decide -> requeue:   summary -> requeuehold -> ExcNodeList -> report pass
-//                                             -> release
-//                                  otherwise: report pass (why not) -> summary
+//   load_job -> same attempt? -> decide -> requeue:   summary -> requeuehold -> ExcNodeList
+//                                                     -> report pass -> release
+//                                          otherwise: report pass (why not) -> summary
+//
+// The job is read through libslurm (SlurmClient::load_job), never from `scontrol show job` text
+// where a job name can hold " Restarts=0"; it is acted on only while Slurm shows the attempt that
+// was analysed (agent/attempt_check.h), and named as that one attempt (agent/job_ref.h).
 //
 // The report pass runs the analyzer once more, as the job's owner, with the decision in its
 // evidence: triage.md says what was done and why, and a copy stays as triage.attempt<N>.md that
@@ -13,7 +17,8 @@
 // The summary is written before the hold: sacctmgr changes a job's latest accounting record, which
 // after the requeue is the next attempt's. A job between its hold and its release is listed in
 // SpoolDir/requeue-held.json: an agent that stopped there releases it when it starts again, once
-// Slurm shows the exclusion in place (otherwise it stays held and the log says so).
+// Slurm shows that task pending again after our hold, with the exclusion in place (otherwise it
+// stays held and the log says so).
 //
 // Loop thread only; the Slurm commands run on a worker.
 #pragma once
@@ -33,6 +38,7 @@
 #include "agent/event_loop.h"
 #include "agent/job_comment.h"
 #include "agent/job_end.h"
+#include "agent/job_ref.h"
 #include "agent/outcome_record.h"
 #include "agent/requeue_decision.h"
 #include "agent/slurm_command_runner.h"
@@ -62,6 +68,8 @@ class JobRequeue {
   };
   using OnResult = std::function<void(const Result&)>;
   using Suspects = std::function<std::set<std::string>()>;
+  // slurmctld's record of a job (SlurmClient::load_job); nullopt with `error` when it cannot say.
+  using LoadJob = std::function<std::optional<JobFacts>(uint64_t job_id, std::string& error)>;
 
   struct Stats {
     uint64_t requeued = 0;
@@ -73,7 +81,7 @@ class JobRequeue {
 
   // `state_dir`: where requeue-held.json is kept (the spool directory).
   JobRequeue(EventLoop& loop, WorkerPool& workers, AccountingComments& comments,
-             SlurmCommandRunner run, Suspects suspects, std::string state_dir);
+             SlurmCommandRunner run, LoadJob load_job, Suspects suspects, std::string state_dir);
   JobRequeue(const JobRequeue&) = delete;
   JobRequeue& operator=(const JobRequeue&) = delete;
 
@@ -94,7 +102,15 @@ class JobRequeue {
   struct Job;
   using JobPtr = std::shared_ptr<Job>;
 
-  void decide(const JobPtr& job, const std::optional<ShownJob>& shown);
+  // A job between our hold and its release: what it is released with, and the restart count of
+  // the attempt it came from (our requeuehold makes Slurm's one more; -1: not recorded).
+  struct Held {
+    std::string exclusions;
+    int restarts = -1;
+  };
+
+  void decide(const JobPtr& job, const std::optional<JobFacts>& now, const std::string& error);
+  void submit_summary(const JobPtr& job, const std::string& summary);
   void carry_out(const JobPtr& job);
   void held(const JobPtr& job, const SlurmCommandResult& hold, const SlurmCommandResult& exclude,
             const CommentWrite& comment);
@@ -102,20 +118,21 @@ class JobRequeue {
   void release(const JobPtr& job);
   void finish(const JobPtr& job, bool requeued);
   void step(const JobPtr& job, const std::vector<std::string>& argv, const SlurmCommandResult& r);
-  void mark_held(uint64_t job_id, const std::string& exclusions);
+  void mark_held(uint64_t job_id, const Held& held);
   void unmark_held(uint64_t job_id);
   void save_held();
-  void finish_interrupted(uint64_t job_id, const std::string& exclusions);
+  void finish_interrupted(uint64_t job_id, const Held& held);
 
   EventLoop& loop_;
   WorkerPool& workers_;
   AccountingComments& comments_;
   SlurmCommandRunner run_;
+  LoadJob load_job_;
   Suspects suspects_;
   OnResult on_result_;
   std::string state_dir_;
   AnalysisRunner reports_;
-  std::map<uint64_t, std::string> held_;  // job -> the exclusions it is to be released with
+  std::map<uint64_t, Held> held_;
   size_t in_flight_ = 0;
   Stats stats_;
 };

@@ -50,7 +50,7 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
       r.fail("mode", "expected off, basic or full");
     }
   }
-  for (const char* k : {"uid", "gid"}) {
+  for (const char* k : {"uid", "gid", "array_job_id", "array_task_id", "het_job_id"}) {
     if (const auto v = r.u64(k); v && *v > UINT32_MAX) r.fail(k, "out of range");
   }
   if (m.op == "task_start" || m.op == "task_exit") {
@@ -86,8 +86,6 @@ LifecycleMessage parse_lifecycle(const nlohmann::json& request) {
       const auto v = r.i64(k);
       if (v && (*v < INT32_MIN || *v > INT32_MAX)) r.fail(k, "out of range");
     }
-    (void)r.u64("array_job_id");
-    (void)r.u64("array_task_id");
     if (const auto v = r.i64("restart_count"); v && (*v < 0 || *v > INT32_MAX)) {
       r.fail("restart_count", "out of range");
     }
@@ -134,6 +132,17 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
     if (const auto v = r.str("nodelist"); v && !v->empty()) {
       j.nodes = expand_hostlist(*v, msg.op + ".nodelist");
     }
+    if (const auto v = r.u64("het_job_id")) j.het_job_id = static_cast<uint32_t>(*v);
+  }
+  // An srun step's array ids are the user's environment's (slurmstepd_job.c); the batch step's
+  // and the prolog's and epilog's are slurmctld's and slurmd's.
+  const bool array_from_slurm =
+      msg.op == "job_start" || msg.op == "job_end" || step_string(r) == "batch";
+  const auto array_id = r.u64("array_job_id");
+  const auto index = r.u64("array_task_id");
+  if (array_from_slurm && array_id && index) {
+    j.array_job_id = static_cast<uint32_t>(*array_id);
+    j.array_task_id = static_cast<uint32_t>(*index);
   }
   if (msg.op == "job_start" || msg.op == "task_start") {
     if (j.start_usec == 0 || t < j.start_usec) j.start_usec = t;

@@ -54,6 +54,11 @@ struct JobRecord {
   // attempt up; absent when neither said. A job_start of a later attempt, or a task that starts
   // after the job ended, starts the record afresh (begin_new_attempt).
   std::optional<int> restart_count;
+  // Which array task (and het job) this is, from slurmd's prolog and epilog environment or the
+  // batch step's task messages; never an srun step's, which come from the user's environment.
+  std::optional<uint32_t> array_job_id;
+  std::optional<uint32_t> array_task_id;
+  std::optional<uint32_t> het_job_id;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;

@@ -325,12 +325,24 @@ void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, const LiveInstant& n
   // agent that stops meanwhile finds it (action_pending) and checks the attempt before a retry.
   f.record.action = what;
   if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
+  // The one place each command is built (agent/hang_commands.h), for exactly this job or array
+  // task.
+  std::vector<std::string> argv;
+  try {
+    argv = outcome == HangOutcome::kCancel ? cancel_job_argv(job_ref(f.facts))
+                                           : requeue_job_argv(job_ref(f.facts));
+  } catch (const JobRefError& e) {
+    // Refused, never guessed: a bare id may be the whole array (agent/job_ref.h).
+    f.record.action_result = "not-done";
+    f.record.action_error = std::string("not done: ") + e.what();
+    save(job_id, f, now);
+    ++stats_.actions_not_done;
+    spdlog::error("job {}: {} refused: {}", job_id, what, e.what());
+    return;
+  }
   ++f.record.action_tries;
   f.busy = true;
   save(job_id, f, now);
-  // The one place each command is built (agent/hang_commands.h).
-  const std::vector<std::string> argv =
-      outcome == HangOutcome::kCancel ? cancel_job_argv(job_id) : requeue_job_argv(job_id);
   spdlog::warn("job {}: {} (try {} of {}; {})", job_id, command_line(argv), f.record.action_tries,
                kMaxActionTries, f.record.action_reason);
   hooks_.offload([this, job_id, argv, what, flagged = f.attempt, now]() -> std::function<void()> {
@@ -387,7 +399,13 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
     spdlog::info("job {}: AdminComment left as it is: {}", job_id, merge.reason);
     return;
   }
-  const std::vector<std::string> argv = set_admin_comment_argv(job_id, merge.value);
+  std::vector<std::string> argv;
+  try {
+    argv = set_admin_comment_argv(job_ref(f.facts), merge.value);
+  } catch (const JobRefError& e) {
+    spdlog::error("job {}: AdminComment not set: {}", job_id, e.what());
+    return;
+  }
   hooks_.offload([this, job_id, argv]() -> std::function<void()> {
     SlurmCommandResult done = hooks_.run_command(argv);
     return [this, job_id, done = std::move(done)] {

@@ -1,8 +1,10 @@
 #include "agent/log_follower.h"
 
+#include <linux/magic.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <system_error>
 
@@ -28,13 +31,37 @@ struct OpenReply {
   std::array<char, 240> what{};
 };
 
-// The child's side: opens `path` with its (dropped) credentials and sends the descriptor or the
-// reason it could not.
+// Where `path` leads as this process sees it, when that is under /proc or /dev/fd: symlinks are
+// followed by hand, so that one into /proc is refused by name even when its target does not exist
+// here (the opener's child holds no descriptor such a link could name, so it would read as "no
+// log yet"). nullopt otherwise, or when the path cannot be resolved (the open then says why).
+std::optional<std::string> proc_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  for (int hop = 0; hop < 40; ++hop) {
+    std::error_code ec;
+    const fs::path at = fs::weakly_canonical(p, ec);  // keeps a dangling last symlink's own name
+    if (ec) return std::nullopt;
+    if (names_proc_descriptor(at.string())) return at.string();
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) return std::nullopt;  // not a symlink: `at` is where the path leads
+    p = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return std::nullopt;
+}
+
+// The child's side: opens `path` with its (dropped) credentials, never through /proc, and sends the
+// descriptor or the reason it could not.
 void send_open_reply(int sock, const std::string& path) {
   OpenReply reply;
   UniqueFd file;
   try {
-    file = open_regular_file(path, /*nofollow=*/false);
+    if (const auto leads_to = proc_target(path)) {
+      throw std::system_error(EACCES, std::generic_category(),
+                              "open " + path + ": refused, it leads to " + *leads_to +
+                                  " (a job's log is never read through /proc or /dev/fd)");
+    }
+    file = open_regular_file_outside_proc(path);
   } catch (const std::system_error& e) {
     reply.err = e.code().value() != 0 ? e.code().value() : EIO;
     (void)std::snprintf(reply.what.data(), reply.what.size(), "%s", e.what());
@@ -151,7 +178,23 @@ struct stat fstat_or_throw(int fd) {
   return st;
 }
 
+bool on_procfs(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) throw_errno("statfs followed log", errno);
+  return fs.f_type == PROC_SUPER_MAGIC;
+}
+
 }  // namespace
+
+bool names_proc_descriptor(const std::string& path) {
+  const std::string p = std::filesystem::path(path).lexically_normal().string();
+  const auto under = [&p](const std::string& dir) {
+    return p == dir ||
+           (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+  };
+  return under("/proc") || under("/dev/fd") || p == "/dev/stdin" || p == "/dev/stdout" ||
+         p == "/dev/stderr";
+}
 
 nlohmann::json follow_state_json(const FollowState& s) {
   return {{"path", s.path},
@@ -184,18 +227,32 @@ FollowState follow_state_from_json(const nlohmann::json& j, const std::string& o
   return s;
 }
 
-OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int timeout_ms) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    throw_errno("socketpair", errno);
-  UniqueFd mine(sv[0]), theirs(sv[1]);
+ChildSpec owner_child_spec(const Identity& owner, int socket) {
   ChildSpec spec;  // stdin, stdout and stderr on /dev/null: the answer comes over the socket
   spec.stdout_to = ChildOutput::kNull;
   spec.stderr_to = ChildOutput::kNull;
   spec.die_with_parent = true;
+  // Its end of the socket is all the child keeps: every log the agent follows for other users
+  // stays out of its reach, /proc/self/fd included.
+  spec.keep_fds = {socket};
   if (::geteuid() != owner.uid || ::getegid() != owner.gid) spec.run_as = owner;
-  ChildProcess child = ChildProcess::fork_call(spec, [&] {
-    mine.reset();
+  return spec;
+}
+
+OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int timeout_ms) {
+  if (names_proc_descriptor(path)) {
+    OwnerOpen out;
+    out.err = EACCES;
+    out.error = "open " + path +
+                ": refused, a job's log is never read through /proc or /dev/fd (another "
+                "process's open files)";
+    return out;
+  }
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    throw_errno("socketpair", errno);
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  ChildProcess child = ChildProcess::fork_call(owner_child_spec(owner, theirs.get()), [&] {
     send_open_reply(theirs.get(), path);
     return 0;
   });
@@ -213,10 +270,16 @@ OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int time
   }
   OwnerOpen out = receive_open_reply(mine.get(), path);
   (void)child.wait();
+  // What arrived is checked again here: whatever the child did, only a regular file outside /proc
+  // is followed.
   if (out.fd && !S_ISREG(fstat_or_throw(out.fd.get()).st_mode)) {
     out.fd.reset();
     out.err = EINVAL;
     out.error = path + " is not a regular file";
+  } else if (out.fd && on_procfs(out.fd.get())) {
+    out.fd.reset();
+    out.err = EACCES;
+    out.error = path + " is on /proc, not a regular file";
   }
   return out;
 }

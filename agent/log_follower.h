@@ -6,6 +6,8 @@
 // Root never opens the user's path: every open (and every re-check of what the path names) happens
 // in a child that has dropped to the job owner's uid, gid and groups, which passes the descriptor
 // back over a socketpair (SCM_RIGHTS); the agent then only fstat()s and pread()s that descriptor.
+// That child inherits none of the agent's descriptors (other users' followed logs among them) and
+// never opens through /proc, so a log path such as a symlink to /proc/self/fd/N reaches nothing.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/child_process.h"
 #include "common/privilege.h"
 #include "common/safe_io.h"
 
@@ -87,10 +90,20 @@ struct OwnerOpen {
   std::string error;
 };
 
+// Whether `path` (normalised) names something under /proc or /dev/fd, or /dev/std{in,out,err}:
+// the open files of some process, never a job's log.
+bool names_proc_descriptor(const std::string& path);
+
+// The child the opener runs in: dropped to `owner` (unless this process is it), standard
+// descriptors on /dev/null, killed with this process, and holding `socket` and nothing else.
+ChildSpec owner_child_spec(const Identity& owner, int socket);
+
 // Opens `path` for reading as `owner` in a child dropped to that identity (no drop when this
 // process already is it) and receives the descriptor over a socketpair; a missing file, a refusal
-// or a non-regular file are returned in `err`/`error`. Throws std::system_error only when the
-// child cannot be run.
+// or a non-regular file are returned in `err`/`error`. The child holds nothing of this process but
+// its end of the socketpair, and a path under /proc or /dev/fd, through one of /proc's descriptor
+// links, or to a file on procfs is refused (EACCES or ELOOP) with the path in `error`. Throws
+// std::system_error only when the child cannot be run.
 OwnerOpen open_as_owner(const std::string& path, const Identity& owner, int timeout_ms);
 
 class LogFollower {

@@ -95,6 +95,12 @@ RequeueDecision decide_requeue(const RequeueFacts& f) {
   } else if (!f.known) {
     d.reason = why + "; Slurm could not be asked about the job, so it is left as it is";
     d.code = "slurm-unknown";
+  } else if (!f.attempt_changed.empty()) {
+    d.reason = why + "; but " + f.attempt_changed + ", so it is left as it is";
+    d.code = "attempt-changed";
+  } else if (!f.unnamed.empty()) {
+    d.reason = why + "; but " + f.unnamed + ", so it is left as it is";
+    d.code = "job-unnamed";
   } else if (!f.batch || !f.requeueable) {
     d.reason = why + "; Slurm requeues only batch jobs that allow requeue (this one is " +
                (f.batch ? "not requeueable" : "not a batch job") + ")";

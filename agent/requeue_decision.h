@@ -16,11 +16,15 @@ namespace triage::agent {
 struct RequeueFacts {
   int asked_max = 0;          // --triage-requeue=N (0: the user did not ask)
   bool admin_allows = false;  // the job registered with the plugstack's requeue=allow
-  // Slurm's view of the job now (scontrol show job); `known` false when it could not be asked.
+  // Slurm's view of the job now (SlurmClient::load_job); `known` false when it could not be asked.
   bool known = false;
   bool batch = false;
   bool requeueable = false;  // Requeue=1
-  int restarts = 0;          // requeues so far (Slurm's restart count)
+  int restarts = 0;          // requeues before the analysed attempt (Slurm's restart count)
+  // Why Slurm's job is no longer the analysed attempt (agent/attempt_check.h), and why it cannot
+  // be named as one attempt (agent/job_ref.h); "" when it is and it can.
+  std::string attempt_changed;
+  std::string unnamed;
   // The analysis.
   std::string status;  // triage.json status: failed, hanging, completed, cancelled, ...
   std::string blame;   // "" when the analysis gave none
@@ -45,15 +49,17 @@ struct RequeueDecision {
   std::vector<std::string> exclude;  // the nodes to keep the next attempt off (kRequeue)
   std::string reason;                // one sentence for the log and the report
   // For kRequeue and kRefuse, a short label for the metrics: why it was warranted (platform,
-  // suspect-node) or why it was refused (not-allowed, slurm-unknown, not-requeueable).
+  // suspect-node) or why it was refused (not-allowed, slurm-unknown, attempt-changed,
+  // job-unnamed, not-requeueable).
   std::string code;
 };
 
 // Contract: requeue only a failed (or hung) job whose user asked and has requeues left, whose
 // blame is not user-code, user-config or input-data, and that either has platform blame with a
 // node implicated by trusted evidence or ran on a suspect node (blame platform or unknown), then
-// only when the admin allows it and Slurm can (a batch job with Requeue=1), excluding those
-// nodes; every other asked-for case is declined or refused with the reason why.
+// only when the admin allows it and Slurm can (a batch job with Requeue=1) and still shows the
+// analysed attempt under a name that is that attempt alone, excluding those nodes; every other
+// asked-for case is declined or refused with the reason why.
 RequeueDecision decide_requeue(const RequeueFacts& f);
 
 }  // namespace triage::agent

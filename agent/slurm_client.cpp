@@ -263,6 +263,15 @@ class LibslurmClient final : public SlurmClient {
   static std::optional<JobFacts> to_facts(job_info_t& j, std::string& error) {
     JobFacts f;
     f.job_id = j.job_id;
+    // A plain job has array_job_id 0 and array_task_id NO_VAL; a pending array record has its
+    // array id and NO_VAL (its tasks in array_task_str); a het job's het_job_offset is NO_VAL
+    // when it is not one (slurm.h, job_info_t).
+    if (j.array_job_id != 0 && j.array_job_id != NO_VAL) f.array_job_id = j.array_job_id;
+    if (j.array_task_id != NO_VAL) f.array_task_id = j.array_task_id;
+    if (j.het_job_id != 0 && j.het_job_id != NO_VAL) {
+      f.het_job_id = j.het_job_id;
+      if (j.het_job_offset != NO_VAL) f.het_job_offset = j.het_job_offset;
+    }
     f.name = str(j.name);
     f.uid = j.user_id;
     f.gid = j.group_id;
@@ -302,6 +311,8 @@ class LibslurmClient final : public SlurmClient {
       f.time_limit_sec = static_cast<int64_t>(j.time_limit) * 60;  // Slurm keeps minutes
     f.admin_comment = str(j.admin_comment);
     f.requeue_allowed = j.requeue != 0;
+    f.excluded_nodes = str(j.exc_nodes);
+    f.batch = j.batch_flag != 0;
     f.partition = str(j.partition);
     f.source = "slurmctld";
     return f;
@@ -314,7 +325,8 @@ namespace {
 
 // libslurm ends the whole process (fatal() -> exit) when it finds no configuration: no slurm.conf,
 // no configless cache, no SRV record. The agent must then run on the epilog's facts, not die, so
-// the first initialisation is tried in a child.
+// the first initialisation is tried in a child, which keeps none of the agent's descriptors (it
+// reads slurm.conf itself).
 bool slurm_config_loads() {
   ChildSpec quiet;
   quiet.stdout_to = ChildOutput::kInherit;

@@ -29,7 +29,9 @@ class SlurmClient {
   virtual ~SlurmClient() = default;
 
   // A job's facts from slurmctld (slurm_load_job; slurm_get_job_stdout for the expanded StdOut):
-  // name, user, uid/gid, state, exit code, work dir, node list, batch host, times, restart count.
+  // name, user, uid/gid, state, exit code, work dir, node list, batch host, times, restart count,
+  // array and het job fields, ExcNodeList, batch and requeue flags. Read as structures: nothing a
+  // user wrote (a job name, a comment) can pose as another field.
   // `error` says why when nullopt is returned (controller down, job purged, ...).
   virtual std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) = 0;
 

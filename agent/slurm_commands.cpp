@@ -1,7 +1,6 @@
 #include "agent/slurm_commands.h"
 
 #include <algorithm>
-#include <charconv>
 #include <stdexcept>
 
 #include "common/hostlist.h"
@@ -10,27 +9,20 @@ namespace triage::agent {
 
 namespace {
 
-// Job 0 does not exist; a command for it would be a bug upstream, never a request.
-std::string job_arg(uint64_t job_id) {
-  if (job_id == 0) throw std::invalid_argument("Slurm command for job 0");
-  return std::to_string(job_id);
+// A JobRef that job_ref() did not make (empty) would be a bug upstream, never a request.
+const std::string& ctld_arg(const JobRef& job) {
+  if (job.controller.empty()) throw std::invalid_argument("Slurm command for no job");
+  return job.controller;
+}
+
+const std::string& acct_arg(const JobRef& job) {
+  if (job.accounting.empty()) throw std::invalid_argument("accounting command for no job");
+  return job.accounting;
 }
 
 std::string field_name(CommentField f) {
   if (f == CommentField::kNone) throw std::invalid_argument("no comment field to read or write");
   return std::string(to_string(f));
-}
-
-// The value of the first " Key=" (or "Key=" at the start) up to the next space.
-std::optional<std::string_view> field(std::string_view text, std::string_view key) {
-  for (size_t at = text.find(key); at != std::string_view::npos; at = text.find(key, at + 1)) {
-    const bool starts = at == 0 || text[at - 1] == ' ' || text[at - 1] == '\n';
-    if (!starts || text.substr(at + key.size(), 1) != "=") continue;
-    const size_t from = at + key.size() + 1;
-    const size_t end = text.find_first_of(" \n", from);
-    return text.substr(from, end == std::string_view::npos ? text.size() - from : end - from);
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -57,15 +49,15 @@ std::string_view to_string(CommentField f) {
   return "none";
 }
 
-std::vector<std::string> read_comment_argv(uint64_t job_id, CommentField field) {
-  return {"sacct", "-n", "-X", "-P", "-j", job_arg(job_id), "-o", field_name(field)};
+std::vector<std::string> read_comment_argv(const JobRef& job, CommentField field) {
+  return {"sacct", "-n", "-X", "-P", "-j", acct_arg(job), "-o", field_name(field)};
 }
 
-std::vector<std::string> write_comment_argv(uint64_t job_id, CommentField field,
+std::vector<std::string> write_comment_argv(const JobRef& job, CommentField field,
                                             std::string_view value) {
   return {"sacctmgr", "-i",
           "modify",   "job",
-          "where",    "jobid=" + job_arg(job_id),
+          "where",    "jobid=" + acct_arg(job),
           "set",      field_name(field) + "=" + std::string(value)};
 }
 
@@ -80,37 +72,17 @@ std::optional<std::string> parse_read_comment(std::string_view sacct_out) {
   return v;
 }
 
-std::vector<std::string> show_job_argv(uint64_t job_id) {
-  return {"scontrol", "-o", "show", "job", job_arg(job_id)};
+std::vector<std::string> requeue_hold_argv(const JobRef& job) {
+  return {"scontrol", "requeuehold", ctld_arg(job)};
 }
 
-std::optional<ShownJob> parse_show_job(std::string_view out) {
-  const auto state = field(out, "JobState");
-  if (!state) return std::nullopt;
-  ShownJob j;
-  j.state = std::string(*state);
-  j.batch = field(out, "BatchFlag") == std::optional<std::string_view>("1");
-  j.requeue = field(out, "Requeue") == std::optional<std::string_view>("1");
-  if (const auto r = field(out, "Restarts")) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(r->data(), r->data() + r->size(), n);
-    if (ec == std::errc() && end == r->data() + r->size()) j.restarts = n;
-  }
-  if (const auto e = field(out, "ExcNodeList"); e && *e != "(null)") j.excluded = std::string(*e);
-  return j;
-}
-
-std::vector<std::string> requeue_hold_argv(uint64_t job_id) {
-  return {"scontrol", "requeuehold", job_arg(job_id)};
-}
-
-std::vector<std::string> exclude_nodes_argv(uint64_t job_id, std::string_view hostlist) {
+std::vector<std::string> exclude_nodes_argv(const JobRef& job, std::string_view hostlist) {
   if (hostlist.empty()) throw std::invalid_argument("no nodes to exclude");
-  return {"scontrol", "update", "JobId=" + job_arg(job_id), "ExcNodeList=" + std::string(hostlist)};
+  return {"scontrol", "update", "JobId=" + ctld_arg(job), "ExcNodeList=" + std::string(hostlist)};
 }
 
-std::vector<std::string> release_argv(uint64_t job_id) {
-  return {"scontrol", "release", job_arg(job_id)};
+std::vector<std::string> release_argv(const JobRef& job) {
+  return {"scontrol", "release", ctld_arg(job)};
 }
 
 std::string merge_exclusions(std::string_view existing, const std::vector<std::string>& add) {

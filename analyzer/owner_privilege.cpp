@@ -54,12 +54,14 @@ ChildOutcome run_in_child_as(const std::optional<Identity>& who,
   spec.inherit_stdin = true;
   spec.stdout_to = ChildOutput::kInherit;
   spec.stderr_to = ChildOutput::kInherit;
+  spec.keep_fds = {result_w.get()};  // and nothing else this process holds
   if (who && !(::geteuid() == who->uid && ::getegid() == who->gid)) spec.run_as = who;
   bool truncated = false;
   int status = 0;
   try {
+    // The child has no read end (not kept): writing past what the parent reads fails instead of
+    // blocking.
     ChildProcess child = ChildProcess::fork_call(spec, [&] {
-      result_r.reset();  // so that writing past what the parent reads fails instead of blocking
       std::string result;
       const int st = fn(result);
       write_all(result_w.get(), result);

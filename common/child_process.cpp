@@ -1,5 +1,6 @@
 #include "common/child_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -53,6 +54,80 @@ void reset_signals() {
   (void)::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+// Whether `fd` is the report pipe or one of the descriptors the child was handed.
+bool kept(int fd, int report_fd, const int* keep, size_t n_keep) {
+  if (fd == report_fd) return true;
+  for (size_t i = 0; i < n_keep; ++i) {
+    if (keep[i] == fd) return true;
+  }
+  return false;
+}
+
+// close_range(2) over every gap between the kept descriptors (`keep` ascending). False when the
+// kernel has no close_range (before 5.9); the other closes then finish the job.
+bool close_gaps(int report_fd, const int* keep, size_t n_keep) {
+  unsigned from = 3;
+  size_t i = 0;
+  for (;;) {
+    while (i < n_keep && keep[i] < static_cast<int>(from))
+      ++i;
+    int next = i < n_keep ? keep[i] : -1;
+    if (report_fd >= static_cast<int>(from) && (next < 0 || report_fd < next)) next = report_fd;
+    const unsigned to = next < 0 ? ~0U : static_cast<unsigned>(next) - 1;
+    if (from <= to && ::syscall(SYS_close_range, from, to, 0U) != 0) return false;
+    if (next < 0) return true;
+    from = static_cast<unsigned>(next) + 1;
+  }
+}
+
+// The kernel's own list of this process's descriptors (/proc/self/fd, read with getdents64 into a
+// stack buffer: no allocation), closing each one not kept. Listed again after any was closed, as
+// closing while reading a directory may skip entries. False when /proc cannot be read.
+bool close_listed(int report_fd, const int* keep, size_t n_keep) {
+  const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  alignas(dirent64) char buf[4096];
+  for (bool closed_any = true; closed_any;) {
+    closed_any = false;
+    if (::lseek(dir, 0, SEEK_SET) != 0) break;
+    ssize_t got = 0;
+    while ((got = ::getdents64(dir, buf, sizeof buf)) > 0) {
+      for (ssize_t off = 0; off < got;) {
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the kernel's record layout
+        const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+        off += e->d_reclen;
+        int fd = 0;
+        const char* c = e->d_name;
+        for (; *c >= '0' && *c <= '9' && fd < (1 << 24); ++c)
+          fd = fd * 10 + (*c - '0');
+        if (*c != '\0' || c == e->d_name || fd < 3 || fd == dir) continue;
+        if (kept(fd, report_fd, keep, n_keep)) continue;
+        (void)::close(fd);
+        closed_any = true;
+      }
+    }
+    if (got < 0) {
+      (void)::close(dir);
+      return false;
+    }
+  }
+  (void)::close(dir);
+  return true;
+}
+
+// Closes every descriptor above 2 but the report pipe and `keep` (ascending): close_range where
+// the kernel has it, else what /proc/self/fd lists, else every number below the descriptor limit.
+void close_inherited(int report_fd, const int* keep, size_t n_keep) {
+  if (close_gaps(report_fd, keep, n_keep) || close_listed(report_fd, keep, n_keep)) return;
+  struct rlimit rl {};
+  const int max_fd = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                         ? static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 65536))
+                         : 65536;
+  for (int fd = 3; fd < max_fd; ++fd) {
+    if (!kept(fd, report_fd, keep, n_keep)) (void)::close(fd);
+  }
+}
+
 // Everything up to the exec: descriptors, group, signals, directory, privileges. Returns the
 // (possibly moved) report descriptor; reports and exits on failure.
 int prepare_child(const ExecPlan& p, int report_fd, pid_t parent) {
@@ -72,20 +147,7 @@ int prepare_child(const ExecPlan& p, int report_fd, pid_t parent) {
       (err >= 0 && ::dup2(err, 2) < 0)) {
     report_and_exit(report_fd, "dup2", errno);
   }
-  if (p.close_other_fds) {
-    if (report_fd != 3) {
-      if (::dup3(report_fd, 3, O_CLOEXEC) < 0) report_and_exit(report_fd, "dup3", errno);
-      report_fd = 3;
-    }
-    if (::syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
-      struct rlimit rl {};
-      const int max_fd = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-                             ? static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 65536))
-                             : 65536;
-      for (int fd = 4; fd < max_fd; ++fd)
-        (void)::close(fd);
-    }
-  }
+  close_inherited(report_fd, p.keep_fds, p.keep_count);
   if (p.working_dir != nullptr && ::chdir(p.working_dir) != 0)
     report_and_exit(report_fd, "chdir", errno);
   if (p.run_as != nullptr) {
@@ -156,10 +218,23 @@ struct PreparedSpawn {
   std::vector<std::string> env_strings;
   std::vector<char*> argv, envp;
   UniqueFd devnull, child_in, child_out, child_err;
+  std::vector<int> keep;
   ExecPlan plan;
 };
 
 void prepare(const ChildSpec& spec, PreparedSpawn& s, UniqueFd& in, UniqueFd& out, UniqueFd& err) {
+  // Checked first, before a descriptor opened here can take a closed number, and in the parent,
+  // where an error can still be thrown (a kept 0..2 would be overwritten by the dup2s).
+  s.keep = spec.keep_fds;
+  std::sort(s.keep.begin(), s.keep.end());
+  s.keep.erase(std::unique(s.keep.begin(), s.keep.end()), s.keep.end());
+  for (const int fd : s.keep) {
+    if (fd <= 2 || ::fcntl(fd, F_GETFD) < 0) {
+      throw std::system_error(
+          EINVAL, std::generic_category(),
+          "keep descriptor " + std::to_string(fd) + " in a child: not an open descriptor above 2");
+    }
+  }
   for (const auto& a : spec.argv)
     s.argv.push_back(const_cast<char*>(a.c_str()));
   s.argv.push_back(nullptr);
@@ -211,6 +286,8 @@ void prepare(const ChildSpec& spec, PreparedSpawn& s, UniqueFd& in, UniqueFd& ou
   s.plan.working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   s.plan.own_process_group = spec.own_process_group;
   s.plan.die_with_parent = spec.die_with_parent;
+  s.plan.keep_fds = s.keep.data();
+  s.plan.keep_count = s.keep.size();
 }
 
 [[noreturn]] void throw_spawn_failure(const ChildSpec& spec, const SpawnFailure& f) {
@@ -231,6 +308,8 @@ int open_pidfd(pid_t pid) {
 
 pid_t spawn_raw(const ExecPlan& plan, SpawnFailure* failure) noexcept {
   return fork_prepared(plan, failure, [&plan](int report_fd) {
+    for (size_t i = 0; i < plan.keep_count; ++i)
+      (void)::fcntl(plan.keep_fds[i], F_SETFD, 0);  // handed to the program: survives the exec
     ::execve(plan.path, plan.argv, plan.envp != nullptr ? plan.envp : environ);
     report_and_exit(report_fd, "exec", errno);
   });
@@ -288,7 +367,6 @@ ChildProcess ChildProcess::fork_call(const ChildSpec& spec, const std::function<
   ChildProcess c;
   PreparedSpawn s;
   prepare(spec, s, c.in_, c.out_, c.err_);
-  s.plan.close_other_fds = false;  // the body may use what this process has open
   (void)std::fflush(stdout);
   (void)std::fflush(stderr);
   SpawnFailure f;

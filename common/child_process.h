@@ -3,7 +3,9 @@
 // privilege drop before exec, stdin from a buffer or /dev/null, stdout and stderr captured with
 // caps, a timeout that kills the child (and its process group when it has one), and a failure to
 // start reported to the parent with the errno of the step that failed. Every descriptor is
-// O_CLOEXEC and the child closes all but its three standard ones before exec.
+// O_CLOEXEC, and every child, exec'd or not, closes all but its three standard ones and those it is
+// explicitly handed (ChildSpec::keep_fds) before anything else runs in it: a child dropped to a
+// job's owner must not inherit what the agent holds open for other users (issue 30).
 //
 // Three layers, for three kinds of caller:
 // - run_child: run to completion with a deadline (squeue, short probes);
@@ -47,6 +49,10 @@ struct ChildSpec {
   ChildOutput stderr_to = ChildOutput::kCapture;
   bool own_process_group = false;  // setpgid(0, 0), so kill() reaches what the child started
   bool die_with_parent = false;    // PR_SET_PDEATHSIG SIGKILL: gone when this process dies
+  // Descriptors above 2 the child keeps (fork_call: what the body uses, such as its end of a
+  // socketpair; spawn: inherited by the program, close-on-exec cleared). Every other one is
+  // closed in the child.
+  std::vector<int> keep_fds;
 };
 
 // The child-side half of a spawn, prepared before fork so that spawn_raw allocates nothing.
@@ -61,7 +67,10 @@ struct ExecPlan {
   int stderr_fd = -1;
   bool own_process_group = false;
   bool die_with_parent = false;
-  bool close_other_fds = true;  // close every descriptor above 2 before exec
+  // Descriptors above 2 that survive (ascending, each > 2); every other one above 2 is closed
+  // before exec (spawn_raw clears close-on-exec on these).
+  const int* keep_fds = nullptr;
+  size_t keep_count = 0;
 };
 
 // Why a child could not be started: the step ("exec", "setresuid", "chdir", ...) and its errno.
@@ -86,7 +95,9 @@ class ChildProcess {
   // Forks a child that applies `spec`'s descriptors and privilege drop (argv and env are unused),
   // runs `body` and exits with what it returns (70 when it throws). For work that must happen in
   // another process without a program to exec: an isolated libslurm initialisation, or reading a
-  // user's files as that user. Throws std::system_error as spawn does.
+  // user's files as that user. The body finds only its standard descriptors and `spec.keep_fds`
+  // open. Throws std::system_error as spawn does, and with EINVAL when a kept descriptor is not
+  // an open one above 2.
   static ChildProcess fork_call(const ChildSpec& spec, const std::function<int()>& body);
 
   ChildProcess(ChildProcess&& o) noexcept;

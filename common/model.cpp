@@ -246,6 +246,10 @@ void to_json(json& j, const DStateSummary& d) {
 void to_json(json& j, const JobFacts& f) {
   j = json::object();
   j["job_id"] = f.job_id;
+  put(j, "array_job_id", f.array_job_id);
+  put(j, "array_task_id", f.array_task_id);
+  put(j, "het_job_id", f.het_job_id);
+  put(j, "het_job_offset", f.het_job_offset);
   put(j, "name", f.name);
   put(j, "user", f.user);
   put(j, "uid", f.uid);
@@ -274,6 +278,10 @@ JobFacts job_facts_from_json(const json& j, const std::string& origin, const std
   const JsonObjectReader r(j, origin, path);
   JobFacts f;
   f.job_id = r.u64("job_id").value_or(0);
+  f.array_job_id = id32(r, "array_job_id");
+  f.array_task_id = id32(r, "array_task_id");
+  f.het_job_id = id32(r, "het_job_id");
+  f.het_job_offset = id32(r, "het_job_offset");
   f.name = r.str("name").value_or("");
   f.user = r.str("user").value_or("");
   f.uid = id32(r, "uid");

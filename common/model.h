@@ -94,7 +94,13 @@ struct DStateSummary {
 
 // What slurmctld (or, failing that, the epilog environment) says about a job.
 struct JobFacts {
-  uint64_t job_id = 0;
+  uint64_t job_id = 0;  // the record's own id (an array task's or a het job component's own)
+  // Which attempt Slurm means by this record (agent/job_ref.h names it from these): Slurm reads a
+  // bare id that is also an array's or a het job's id as the whole array or het job.
+  std::optional<uint32_t> array_job_id;   // every record of an array, an unexpanded one too
+  std::optional<uint32_t> array_task_id;  // the task's index (absent: a pending array record)
+  std::optional<uint32_t> het_job_id;  // every component of a heterogeneous job (the leader's id)
+  std::optional<uint32_t> het_job_offset;  // the component's offset (0: the leader)
   std::string name;
   std::string user;
   std::optional<uint32_t> uid;
@@ -118,6 +124,10 @@ struct JobFacts {
   // and whether the job may be requeued (Requeue=1).
   std::string admin_comment;
   bool requeue_allowed = false;
+  // For the requeue only (not in the evidence JSON): ExcNodeList as slurmctld keeps it ("" for
+  // none) and whether the job has a batch script (BatchFlag: Slurm requeues only those).
+  std::string excluded_nodes;
+  bool batch = false;
   std::string partition;
   std::string mode;    // off | basic | full
   std::string source;  // slurmctld | epilog | cli

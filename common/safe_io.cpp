@@ -2,7 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,19 +82,13 @@ std::vector<DirEntry> list_dir(const std::string& path, size_t max_entries, bool
   }
 }
 
-UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow) {
-  // O_NONBLOCK so that a FIFO planted where a log should be cannot block us in open().
-  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (nofollow ? O_NOFOLLOW : 0);
-  const int fd = ::openat(dirfd, name.c_str(), flags);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP && nofollow)
-      throw_errno("open " + name + " (refusing to follow a symlink)", err);
-    throw_errno("open " + name, err);
-  }
-  UniqueFd f(fd);
+namespace {
+
+// `fd` (opened O_NONBLOCK as `name`) when it is a regular file, made blocking again; else an error
+// saying what it is.
+UniqueFd only_regular(UniqueFd f, const std::string& name) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw_errno("stat " + name, errno);
+  if (::fstat(f.get(), &st) != 0) throw_errno("stat " + name, errno);
   if (!S_ISREG(st.st_mode)) {
     const char* what = S_ISDIR(st.st_mode)    ? "a directory"
                        : S_ISFIFO(st.st_mode) ? "a FIFO"
@@ -102,9 +100,54 @@ UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow)
                             name + " is " + what + ", not a regular file");
   }
   // Regular files never block; reads should behave normally from here on.
-  const int fl = ::fcntl(fd, F_GETFL);
-  if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  const int fl = ::fcntl(f.get(), F_GETFL);
+  if (fl >= 0) (void)::fcntl(f.get(), F_SETFL, fl & ~O_NONBLOCK);
   return f;
+}
+
+// O_NONBLOCK so that a FIFO planted where a file should be cannot block us in open().
+constexpr int kReadRegular = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
+}  // namespace
+
+UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow) {
+  const int fd = ::openat(dirfd, name.c_str(), kReadRegular | (nofollow ? O_NOFOLLOW : 0));
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP && nofollow)
+      throw_errno("open " + name + " (refusing to follow a symlink)", err);
+    throw_errno("open " + name, err);
+  }
+  return only_regular(UniqueFd(fd), name);
+}
+
+UniqueFd open_regular_file_outside_proc(const std::string& path) {
+  open_how how{};
+  how.flags = kReadRegular;
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how);
+  if (fd < 0 && (errno == ENOSYS || errno == E2BIG)) {
+    // No openat2 (before 5.6): the procfs check below still catches /proc's own files; a magic
+    // link then reaches only what the calling process holds (the log opener's child: nothing).
+    fd = ::openat(AT_FDCWD, path.c_str(), kReadRegular);
+  }
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      throw_errno(
+          "open " + path + " (refusing a path through /proc's descriptor links, or a symlink loop)",
+          err);
+    }
+    throw_errno("open " + path, err);
+  }
+  UniqueFd f(static_cast<int>(fd));
+  struct statfs fs {};
+  if (::fstatfs(f.get(), &fs) != 0) throw_errno("statfs " + path, errno);
+  if (fs.f_type == PROC_SUPER_MAGIC) {
+    throw std::system_error(EACCES, std::generic_category(),
+                            path + " is on /proc, not a regular file");
+  }
+  return only_regular(std::move(f), path);
 }
 
 UniqueFd open_regular_file(const std::string& path, bool nofollow) {

@@ -64,6 +64,11 @@ std::vector<DirEntry> list_dir(const std::string& path, size_t max_entries = SIZ
 // component.
 UniqueFd open_regular_file_at(int dirfd, const std::string& name, bool nofollow);
 UniqueFd open_regular_file(const std::string& path, bool nofollow);
+// The same (symlinks followed), refusing what only /proc can hand out: a path that passes through
+// one of its "magic links" (/proc/<pid>/fd/N, /dev/stdout, /proc/<pid>/root, ...) fails with ELOOP
+// where the kernel has openat2 (5.6+; RESOLVE_NO_MAGICLINKS), and a file on procfs with EACCES.
+// Such a link reopens a file another process holds, whatever the directories on its path allow.
+UniqueFd open_regular_file_outside_proc(const std::string& path);
 
 // Reads at most `max_bytes` from `fd` (the rest is left unread); `truncated` says whether more
 // remained.

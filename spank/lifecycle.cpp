@@ -77,6 +77,12 @@ void step_name(uint32_t step_id, char* out, size_t len) noexcept {
   }
 }
 
+void add_array_ids(JsonLine& line, uint32_t array_job_id, uint32_t array_task_id) noexcept {
+  if (array_job_id == 0 || array_job_id == NO_VAL || array_task_id == NO_VAL) return;
+  line.add_unsigned("array_job_id", array_job_id);
+  line.add_unsigned("array_task_id", array_task_id);
+}
+
 void add_decoded_wait_status(JsonLine& line, int wait_status) noexcept {
   if (WIFEXITED(wait_status)) {
     line.add("exit_code", static_cast<int64_t>(WEXITSTATUS(wait_status)));

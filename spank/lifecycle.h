@@ -28,6 +28,12 @@ bool parse_int_strict(const char* s, int64_t* out) noexcept;
 // Slurm's step ids as people know them: "batch", "extern", "interactive", "pending" or the number.
 void step_name(uint32_t step_id, char* out, size_t len) noexcept;
 
+// Adds array_job_id and array_task_id as slurmstepd knows them for the batch step (spank_get_item
+// S_JOB_ARRAY_ID, S_JOB_ARRAY_TASK_ID): nothing for a job that is not an array task (id 0 or
+// NO_VAL, task NO_VAL). Other steps take them from the user's environment (slurmstepd_job.c), so
+// the caller passes them only for the batch step.
+void add_array_ids(JsonLine& line, uint32_t array_job_id, uint32_t array_task_id) noexcept;
+
 // Adds the decoded form of a raw wait status next to it: exit_code, or signal and core_dumped.
 void add_decoded_wait_status(JsonLine& line, int wait_status) noexcept;
 

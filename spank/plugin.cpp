@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <slurm/slurm.h>  // NO_VAL, SLURM_BATCH_SCRIPT
+
 // <slurm/spank.h> declares the callbacks outside its own extern "C" block.
 extern "C" {
 #include <slurm/spank.h>
@@ -286,6 +288,12 @@ int job_script_message(spank_t sp, int ac, char** av, const char* op) {
   add_env(line, "partition", "SLURM_JOB_PARTITION");
   add_env(line, "work_dir", "SLURM_JOB_WORK_DIR");
   add_env_int(line, "restart_count", "SLURM_JOB_RESTART_COUNT");
+  // slurmd's own variables (a user's would need a SPANK_ prefix to get here). 22.05 and 24.11 set
+  // only SLURM_HET_JOB_ID for the prolog and epilog; the array ones are read should a release
+  // add them, and otherwise come with the batch step's task messages.
+  add_env_int(line, "array_job_id", "SLURM_ARRAY_JOB_ID");
+  add_env_int(line, "array_task_id", "SLURM_ARRAY_TASK_ID");
+  add_env_int(line, "het_job_id", "SLURM_HET_JOB_ID");
   if (std::strcmp(op, "job_end") == 0) {
     add_env_int(line, "wait_status", "SLURM_JOB_EXIT_CODE");
     add_env_int(line, "derived_wait_status", "SLURM_JOB_DERIVED_EC");
@@ -303,15 +311,24 @@ struct TaskIds {
   uint32_t rank = 0;
   pid_t pid = 0;
   uid_t uid = 0;
+  uint32_t array_job_id = 0;  // 0 when Slurm does not say
+  uint32_t array_task_id = NO_VAL;
 };
 
 bool task_ids(spank_t sp, TaskIds* t) {
-  return spank_get_item(sp, S_JOB_ID, &t->job_id) == ESPANK_SUCCESS &&
-         spank_get_item(sp, S_JOB_STEPID, &t->step_id) == ESPANK_SUCCESS &&
-         spank_get_item(sp, S_TASK_ID, &t->task) == ESPANK_SUCCESS &&
-         spank_get_item(sp, S_TASK_GLOBAL_ID, &t->rank) == ESPANK_SUCCESS &&
-         spank_get_item(sp, S_TASK_PID, &t->pid) == ESPANK_SUCCESS &&
-         spank_get_item(sp, S_JOB_UID, &t->uid) == ESPANK_SUCCESS;
+  const bool ok = spank_get_item(sp, S_JOB_ID, &t->job_id) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_JOB_STEPID, &t->step_id) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_TASK_ID, &t->task) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_TASK_GLOBAL_ID, &t->rank) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_TASK_PID, &t->pid) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_JOB_UID, &t->uid) == ESPANK_SUCCESS;
+  // Optional: a job that is not an array reports nothing, and neither does a Slurm without them.
+  if (ok && (spank_get_item(sp, S_JOB_ARRAY_ID, &t->array_job_id) != ESPANK_SUCCESS ||
+             spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &t->array_task_id) != ESPANK_SUCCESS)) {
+    t->array_job_id = 0;
+    t->array_task_id = NO_VAL;
+  }
+  return ok;
 }
 
 int task_message(spank_t sp, int ac, char** av, const char* op, bool with_exit) {
@@ -342,6 +359,9 @@ int task_message(spank_t sp, int ac, char** av, const char* op, bool with_exit) 
   line.add("pid", static_cast<int64_t>(t.pid));
   line.add_unsigned("uid", t.uid);
   line.add("mode", triage::spank::to_string(remote_mode(sp, cfg)));
+  if (t.step_id == SLURM_BATCH_SCRIPT) {
+    triage::spank::add_array_ids(line, t.array_job_id, t.array_task_id);
+  }
   if (with_exit) {
     line.add("wait_status", static_cast<int64_t>(status));
     triage::spank::add_decoded_wait_status(line, status);

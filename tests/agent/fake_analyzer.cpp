@@ -3,11 +3,13 @@
 // report file beside it as whoever it runs as, and answers on stdout like the analyzer would.
 // The job's name steers it: "hang" never ends, "crash" fails, "selfkill" dies of SIGKILL,
 // "chatty" prints far too much.
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -16,7 +18,23 @@
 
 #include <nlohmann/json.hpp>
 
+// The descriptors it was started with (listed before it opens anything of its own).
+std::vector<int> open_fds() {
+  std::vector<int> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return fds;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::stoi(e->d_name);
+    if (fd != ::dirfd(d)) fds.push_back(fd);
+  }
+  ::closedir(d);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
 int main(int argc, char** argv) {
+  const std::vector<int> fds = open_fds();
   std::string input;
   char buf[65536];
   for (ssize_t n; (n = ::read(0, buf, sizeof buf)) > 0;)
@@ -39,6 +57,7 @@ int main(int argc, char** argv) {
                            {"euid", geteuid()},
                            {"gid", getgid()},
                            {"groups", groups},
+                           {"fds", fds},
                            {"evidence", evidence}};
   char cwd[4096] = {};
   if (getcwd(cwd, sizeof cwd) != nullptr) record["cwd"] = cwd;

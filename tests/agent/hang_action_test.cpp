@@ -214,13 +214,16 @@ TEST(HangComment, AFullFieldIsLeftWholeRatherThanCut) {
 }
 
 TEST(HangCommands, CancelTakesSlurmsOwnTerminationPath) {
-  EXPECT_EQ(cancel_job_argv(4242), (std::vector<std::string>{"scancel", "4242"}))
+  JobFacts f;
+  f.job_id = 4242;
+  const JobRef job = job_ref(f);
+  EXPECT_EQ(cancel_job_argv(job), (std::vector<std::string>{"scancel", "4242"}))
       << "no --signal: SIGTERM, KillWait, then SIGKILL";
-  EXPECT_EQ(requeue_job_argv(4242), (std::vector<std::string>{"scontrol", "requeue", "4242"}));
-  EXPECT_EQ(set_admin_comment_argv(4242, "a b triage=hang"),
+  EXPECT_EQ(requeue_job_argv(job), (std::vector<std::string>{"scontrol", "requeue", "4242"}));
+  EXPECT_EQ(set_admin_comment_argv(job, "a b triage=hang"),
             (std::vector<std::string>{"scontrol", "update", "JobId=4242",
                                       "AdminComment=a b triage=hang"}));
-  EXPECT_THROW(cancel_job_argv(0), std::invalid_argument);
+  EXPECT_THROW(cancel_job_argv(JobRef{}), std::invalid_argument) << "no job at all";
 }
 
 TEST(JobRecordHang, TheRegistrationCarriesTheUsersChoiceAndTheAdminsRule) {

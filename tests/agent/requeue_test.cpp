@@ -138,24 +138,32 @@ TEST(RequeueDecision, RefusedWithoutTheAdminOrWhereSlurmCannotAndSaysWhy) {
   EXPECT_EQ(decide_requeue(f).outcome, RequeueOutcome::kRefuse) << "Slurm's answer is required";
 }
 
+// Job 77, a plain job: its bare id names it alone (array tasks: job_identity_test.cpp).
+JobRef job77() {
+  JobFacts f;
+  f.job_id = 77;
+  return job_ref(f);
+}
+
 TEST(SlurmCommands, TheRequeueIsHoldExcludeRelease) {
-  EXPECT_EQ(requeue_hold_argv(77), (std::vector<std::string>{"scontrol", "requeuehold", "77"}));
+  EXPECT_EQ(requeue_hold_argv(job77()),
+            (std::vector<std::string>{"scontrol", "requeuehold", "77"}));
   EXPECT_EQ(
-      exclude_nodes_argv(77, "gpu-a[017-018]"),
+      exclude_nodes_argv(job77(), "gpu-a[017-018]"),
       (std::vector<std::string>{"scontrol", "update", "JobId=77", "ExcNodeList=gpu-a[017-018]"}));
-  EXPECT_EQ(release_argv(77), (std::vector<std::string>{"scontrol", "release", "77"}));
-  EXPECT_THROW(exclude_nodes_argv(77, ""), std::invalid_argument);
-  EXPECT_THROW(release_argv(0), std::invalid_argument);
+  EXPECT_EQ(release_argv(job77()), (std::vector<std::string>{"scontrol", "release", "77"}));
+  EXPECT_THROW(exclude_nodes_argv(job77(), ""), std::invalid_argument);
+  EXPECT_THROW(release_argv(JobRef{}), std::invalid_argument);
 }
 
 TEST(SlurmCommands, TheSummaryIsReadWithSacctAndWrittenWithSacctmgr) {
   EXPECT_EQ(
-      read_comment_argv(77, CommentField::kAdminComment),
+      read_comment_argv(job77(), CommentField::kAdminComment),
       (std::vector<std::string>{"sacct", "-n", "-X", "-P", "-j", "77", "-o", "AdminComment"}));
-  EXPECT_EQ(write_comment_argv(77, CommentField::kComment, "a triage=x"),
+  EXPECT_EQ(write_comment_argv(job77(), CommentField::kComment, "a triage=x"),
             (std::vector<std::string>{"sacctmgr", "-i", "modify", "job", "where", "jobid=77", "set",
                                       "Comment=a triage=x"}));
-  EXPECT_THROW(read_comment_argv(77, CommentField::kNone), std::invalid_argument);
+  EXPECT_THROW(read_comment_argv(job77(), CommentField::kNone), std::invalid_argument);
   EXPECT_EQ(parse_comment_field("admincomment"), CommentField::kAdminComment);
   EXPECT_EQ(parse_comment_field("None"), CommentField::kNone);
   EXPECT_FALSE(parse_comment_field("SystemComment"));
@@ -166,29 +174,6 @@ TEST(SlurmCommands, SacctsAnswerIsOneLineOrNothingReadable) {
   EXPECT_EQ(parse_read_comment("\n"), "") << "an empty field of a record that exists";
   EXPECT_FALSE(parse_read_comment("")) << "no record yet";
   EXPECT_FALSE(parse_read_comment("first\nsecond\n")) << "a newline inside the field";
-}
-
-TEST(SlurmCommands, ShowJobGivesStateBatchRequeueRestartsAndExclusions) {
-  const std::string out =
-      "JobId=77 JobName=train UserId=u(1000) GroupId=u(1000) JobState=FAILED "
-      "Reason=NonZeroExitCode Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 "
-      "ExitCode=1:0 ReqNodeList=(null) ExcNodeList=gpu-b001 NodeList=gpu-a[017-018] Comment=a "
-      "Requeue=0\n";
-  const auto j = parse_show_job(out);
-  ASSERT_TRUE(j);
-  EXPECT_EQ(j->state, "FAILED");
-  EXPECT_TRUE(j->batch);
-  EXPECT_TRUE(j->requeue) << "the first Requeue= is Slurm's; the comment's comes later";
-  EXPECT_EQ(j->restarts, 0);
-  EXPECT_EQ(j->excluded, "gpu-b001");
-  const auto none = parse_show_job(
-      "JobId=78 JobState=COMPLETED Requeue=0 BatchFlag=0 Restarts=2 ExcNodeList=(null)");
-  ASSERT_TRUE(none);
-  EXPECT_FALSE(none->requeue);
-  EXPECT_FALSE(none->batch);
-  EXPECT_EQ(none->restarts, 2);
-  EXPECT_EQ(none->excluded, "");
-  EXPECT_FALSE(parse_show_job("slurm_load_jobs error: Invalid job id specified"));
 }
 
 TEST(SlurmCommands, ExclusionsAreMergedWithTheJobsOwn) {
@@ -247,7 +232,7 @@ TEST(AccountingWrite, ReadsMergesAndWritesKeepingJobstats) {
   ScriptedSlurm s;
   s.answers = {{true, "JS1:abc\n", ""}, {true, " Modified jobs...\n  77 submitted at ...\n", ""}};
   const CommentWrite w =
-      write_accounting_comment(s.runner(), CommentField::kAdminComment, 77, "triage=oom");
+      write_accounting_comment(s.runner(), CommentField::kAdminComment, job77(), "triage=oom");
   EXPECT_EQ(w.state, CommentWriteState::kWritten) << w.detail;
   ASSERT_EQ(s.calls.size(), 2u);
   EXPECT_EQ(s.calls[1].back(), "AdminComment=JS1:abc triage=oom");
@@ -257,7 +242,7 @@ TEST(AccountingWrite, SlurmdbdDownIsAFailureWorthRetryingAndNothingIsWritten) {
   ScriptedSlurm s;
   s.answers = {{false, "", "sacct: error: Problem talking to the database: Connection refused"}};
   const CommentWrite w =
-      write_accounting_comment(s.runner(), CommentField::kAdminComment, 77, "triage=oom");
+      write_accounting_comment(s.runner(), CommentField::kAdminComment, job77(), "triage=oom");
   EXPECT_EQ(w.state, CommentWriteState::kFailed);
   EXPECT_NE(w.detail.find("Connection refused"), std::string::npos) << w.detail;
   EXPECT_EQ(s.calls.size(), 1u);
@@ -267,12 +252,14 @@ TEST(AccountingWrite, ARecordNotThereYetOrNothingModifiedIsRetried) {
   ScriptedSlurm none;
   none.answers = {{true, "", ""}};
   EXPECT_EQ(
-      write_accounting_comment(none.runner(), CommentField::kAdminComment, 77, "triage=x").state,
+      write_accounting_comment(none.runner(), CommentField::kAdminComment, job77(), "triage=x")
+          .state,
       CommentWriteState::kFailed);
   ScriptedSlurm nothing;
   nothing.answers = {{true, "\n", ""}, {true, " Modified jobs...\n  Nothing modified\n", ""}};
   EXPECT_EQ(
-      write_accounting_comment(nothing.runner(), CommentField::kAdminComment, 77, "triage=x").state,
+      write_accounting_comment(nothing.runner(), CommentField::kAdminComment, job77(), "triage=x")
+          .state,
       CommentWriteState::kFailed);
 }
 
@@ -280,14 +267,15 @@ TEST(AccountingWrite, AlreadyThereOrNoAccountingAtAllIsNotRetried) {
   ScriptedSlurm same;
   same.answers = {{true, "triage=x\n", ""}};
   EXPECT_EQ(
-      write_accounting_comment(same.runner(), CommentField::kAdminComment, 77, "triage=x").state,
+      write_accounting_comment(same.runner(), CommentField::kAdminComment, job77(), "triage=x")
+          .state,
       CommentWriteState::kUnchanged);
   EXPECT_EQ(same.calls.size(), 1u) << "no sacctmgr call";
   ScriptedSlurm off;
   off.answers = {{false, "", "sacct: error: Slurm accounting storage is disabled"}};
-  EXPECT_EQ(
-      write_accounting_comment(off.runner(), CommentField::kAdminComment, 77, "triage=x").state,
-      CommentWriteState::kLeftAlone);
+  EXPECT_EQ(write_accounting_comment(off.runner(), CommentField::kAdminComment, job77(), "triage=x")
+                .state,
+            CommentWriteState::kLeftAlone);
 }
 
 TEST(RequeueRegistration, TheUsersAskAndTheAdminsRuleReachTheJobRecord) {

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 namespace triage {
 namespace {
@@ -48,6 +49,31 @@ TEST_F(SafeIo, RefusesFifosDirectoriesAndSymlinks) {
   std::filesystem::create_symlink(dir_ / "real", dir_ / "link");
   EXPECT_THROW(open_regular_file((dir_ / "link").string(), true), std::system_error);
   EXPECT_NO_THROW(open_regular_file((dir_ / "link").string(), false));
+}
+
+// What /proc hands out is refused; the same file by its own path is not.
+TEST_F(SafeIo, OutsideProcRefusesDescriptorLinksAndProcFilesButOpensTheFileItself) {
+  const auto log = dir_ / "slurm-1.out";
+  std::ofstream(log) << "line\n";
+  const UniqueFd held(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(held);
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(held.get());
+  std::filesystem::create_symlink(by_fd, dir_ / "link");
+  const auto refused = [](const std::string& path) -> int {
+    try {
+      (void)open_regular_file_outside_proc(path);
+      return 0;
+    } catch (const std::system_error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      return e.code().value();
+    }
+  };
+  EXPECT_EQ(refused(by_fd), ELOOP);                     // a descriptor link, named directly
+  EXPECT_EQ(refused((dir_ / "link").string()), ELOOP);  // or behind a symlink
+  EXPECT_EQ(refused("/proc/self/status"), EACCES);      // a regular-looking file of procfs
+  EXPECT_TRUE(open_regular_file_outside_proc(log.string()));
+  std::filesystem::create_symlink(log, dir_ / "plain-link");  // ordinary symlinks still work
+  EXPECT_TRUE(open_regular_file_outside_proc((dir_ / "plain-link").string()));
 }
 
 TEST_F(SafeIo, ReadLimitReportsTruncation) {

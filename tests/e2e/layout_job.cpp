@@ -51,12 +51,12 @@ std::string slurp(const fs::path& p) {
 
 LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
                             const std::string& job_name, const std::string& body,
-                            const std::vector<std::string>& extra_args) {
+                            const std::vector<std::string>& extra_args, const std::string& user) {
   LayoutJob j;
-  j.dir = c.make_job_dir(case_name);
+  j.dir = c.make_job_dir(case_name, user);
   j.name = job_name;
   fs::create_directories(fs::path(j.dir) / "outputs");
-  if (chown((j.dir + "/outputs").c_str(), c.user_uid(), c.user_gid()) != 0) {
+  if (chown((j.dir + "/outputs").c_str(), c.uid_of(user), c.gid_of(user)) != 0) {
     throw std::runtime_error("chown " + j.dir + "/outputs failed");
   }
   std::ofstream(j.dir + "/job.sh")
@@ -70,7 +70,7 @@ LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
   std::vector<std::string> args = {"-J", job_name, "-o", "outputs/%j-%x.log"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   args.push_back("job.sh");
-  j.id = c.sbatch(j.dir, args);
+  j.id = c.sbatch_as(user, j.dir, args);
   return j;
 }
 

@@ -23,11 +23,13 @@ struct LayoutJob {
   std::filesystem::path log() const;
 };
 
-// Writes job.sh in a fresh directory for `case_name` and submits it. `body` runs after the job
-// directory and its log symlink exist; `$d` is the job directory and `now` prints a timestamp.
+// Writes job.sh in a fresh directory for `case_name` and submits it as `user` (default: the test
+// user). `body` runs after the job directory and its log symlink exist; `$d` is the job directory
+// and `now` prints a timestamp.
 LayoutJob submit_layout_job(const SlurmCluster& c, const std::string& case_name,
                             const std::string& job_name, const std::string& body,
-                            const std::vector<std::string>& extra_args = {});
+                            const std::vector<std::string>& extra_args = {},
+                            const std::string& user = SlurmCluster::kUser);
 
 // Training-step lines for rank 0, 0.1 s apart (for a job body).
 extern const char* const kStepLines;

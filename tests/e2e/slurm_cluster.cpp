@@ -88,13 +88,16 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluste
   state_ = tmpl;
   chmod(state_.c_str(), 0755);  // the test user reads slurm.conf and reaches munge's socket
 
-  const CommandResult user = run_command({script_, "add-user", kUser});
-  if (!user.ok())
-    throw std::runtime_error("cannot create user " + std::string(kUser) + ": " + user.output);
-  const passwd* pw = getpwnam(kUser);
-  if (pw == nullptr) throw std::runtime_error("no passwd entry for " + std::string(kUser));
-  uid_ = pw->pw_uid;
-  gid_ = pw->pw_gid;
+  for (const char* name : {kUser, kOtherUser}) {
+    const CommandResult user = run_command({script_, "add-user", name});
+    if (!user.ok())
+      throw std::runtime_error("cannot create user " + std::string(name) + ": " + user.output);
+    const passwd* pw = getpwnam(name);
+    if (pw == nullptr) throw std::runtime_error("no passwd entry for " + std::string(name));
+    const bool first = std::string(name) == kUser;
+    (first ? uid_ : other_uid_) = pw->pw_uid;
+    (first ? gid_ : other_gid_) = pw->pw_gid;
+  }
 
   std::vector<std::string> argv = {script_,         "up",
                                    "--state",       state_,
@@ -158,10 +161,21 @@ void SlurmCluster::stop_daemon(const std::string& name) const {
   if (!r.ok()) throw std::runtime_error("stopping " + name + ": " + r.output);
 }
 
-std::string SlurmCluster::make_job_dir(const std::string& name) const {
+uid_t SlurmCluster::uid_of(const std::string& user) const {
+  if (user != kUser && user != kOtherUser) throw std::runtime_error("unknown test user " + user);
+  return user == kUser ? uid_ : other_uid_;
+}
+
+gid_t SlurmCluster::gid_of(const std::string& user) const {
+  if (user != kUser && user != kOtherUser) throw std::runtime_error("unknown test user " + user);
+  return user == kUser ? gid_ : other_gid_;
+}
+
+std::string SlurmCluster::make_job_dir(const std::string& name, const std::string& user) const {
   const fs::path dir = fs::path(state_) / "home" / name;
   fs::create_directories(dir);
-  if (chown(dir.c_str(), uid_, gid_) != 0) throw std::runtime_error("chown " + dir.string());
+  if (chown(dir.c_str(), uid_of(user), gid_of(user)) != 0)
+    throw std::runtime_error("chown " + dir.string());
   chmod(dir.c_str(), 0755);
   return dir.string();
 }
@@ -169,7 +183,13 @@ std::string SlurmCluster::make_job_dir(const std::string& name) const {
 CommandResult SlurmCluster::as_user(const std::string& dir, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env,
                                     milliseconds timeout) const {
-  std::vector<std::string> full = {"runuser", "-u", kUser, "--", "env", "SLURM_CONF=" + conf()};
+  return as(kUser, dir, argv, env, timeout);
+}
+
+CommandResult SlurmCluster::as(const std::string& user, const std::string& dir,
+                               const std::vector<std::string>& argv,
+                               const std::vector<std::string>& env, milliseconds timeout) const {
+  std::vector<std::string> full = {"runuser", "-u", user, "--", "env", "SLURM_CONF=" + conf()};
   full.insert(full.end(), env.begin(), env.end());
   full.insert(full.end(), argv.begin(), argv.end());
   return run_command(full, timeout, dir);
@@ -181,9 +201,15 @@ CommandResult SlurmCluster::as_root(const std::vector<std::string>& argv) const 
 
 uint32_t SlurmCluster::sbatch(const std::string& dir, const std::vector<std::string>& args,
                               const std::vector<std::string>& env) const {
+  return sbatch_as(kUser, dir, args, env);
+}
+
+uint32_t SlurmCluster::sbatch_as(const std::string& user, const std::string& dir,
+                                 const std::vector<std::string>& args,
+                                 const std::vector<std::string>& env) const {
   std::vector<std::string> argv = {"sbatch", "--parsable"};
   argv.insert(argv.end(), args.begin(), args.end());
-  const CommandResult r = as_user(dir, argv, env);
+  const CommandResult r = as(user, dir, argv, env);
   const std::string out = trim(r.output);
   if (!r.ok() || out.empty() ||
       !std::all_of(out.begin(), out.end(), [](char c) { return c >= '0' && c <= '9'; })) {
@@ -193,8 +219,12 @@ uint32_t SlurmCluster::sbatch(const std::string& dir, const std::vector<std::str
 }
 
 std::map<std::string, std::string> SlurmCluster::job(uint32_t id) const {
+  return job(std::to_string(id));
+}
+
+std::map<std::string, std::string> SlurmCluster::job(const std::string& spec) const {
   std::map<std::string, std::string> fields;
-  const CommandResult r = as_root({"scontrol", "show", "job", "-o", std::to_string(id)});
+  const CommandResult r = as_root({"scontrol", "show", "job", "-o", spec});
   if (!r.ok()) return fields;
   // Values may hold spaces (Command=..., paths): a word that looks like Key= starts a field,
   // any other word continues the previous value.

@@ -1,7 +1,7 @@
 // A real single-node Slurm (munged, slurmctld, slurmd from Debian) for a test binary, started on
 // loopback through scripts/slurm-cluster in a fresh state directory, with free ports, and torn
 // down by pid when the object goes away (or, through the script's reaper, when the test process
-// dies). Jobs are submitted as a non-root user.
+// dies). Jobs are submitted as a non-root user (kUser; kOtherUser where a test needs two users).
 #pragma once
 
 #include <chrono>
@@ -36,6 +36,8 @@ bool accounting_available();
 class SlurmCluster {
  public:
   static constexpr const char* kUser = "triage-test";
+  // A second user, for what one user must never see of another's jobs.
+  static constexpr const char* kOtherUser = "triage-test2";
 
   explicit SlurmCluster(const ClusterOptions& options);
   ~SlurmCluster();
@@ -54,21 +56,31 @@ class SlurmCluster {
   void stop_daemon(const std::string& name) const;
   uid_t user_uid() const { return uid_; }
   gid_t user_gid() const { return gid_; }
+  // kUser's or kOtherUser's uid and gid.
+  uid_t uid_of(const std::string& user) const;
+  gid_t gid_of(const std::string& user) const;
 
-  // A fresh directory owned by the test user, for a job to run in.
-  std::string make_job_dir(const std::string& name) const;
+  // A fresh directory owned by `user` (default: the test user), for a job to run in.
+  std::string make_job_dir(const std::string& name, const std::string& user = kUser) const;
 
   // sbatch --parsable as the test user in `dir`; returns the job id (throws with sbatch's output
-  // when the submission fails).
+  // when the submission fails). sbatch_as: the same as `user`.
   uint32_t sbatch(const std::string& dir, const std::vector<std::string>& args,
                   const std::vector<std::string>& env = {}) const;
+  uint32_t sbatch_as(const std::string& user, const std::string& dir,
+                     const std::vector<std::string>& args,
+                     const std::vector<std::string>& env = {}) const;
   CommandResult as_user(const std::string& dir, const std::vector<std::string>& argv,
                         const std::vector<std::string>& env = {},
                         std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  CommandResult as(const std::string& user, const std::string& dir,
+                   const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   CommandResult as_root(const std::vector<std::string>& argv) const;
 
-  // `scontrol show job -o` as key -> value.
+  // `scontrol show job -o` as key -> value. `spec` may name an array task ("4240_2").
   std::map<std::string, std::string> job(uint32_t id) const;
+  std::map<std::string, std::string> job(const std::string& spec) const;
   // Waits until the job has ended and its epilog has finished (not COMPLETING); returns JobState.
   std::string wait_job(uint32_t id,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
@@ -103,6 +115,8 @@ class SlurmCluster {
   std::vector<std::string> nodes_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
+  uid_t other_uid_ = 0;
+  gid_t other_gid_ = 0;
   bool up_ = false;
 };
 

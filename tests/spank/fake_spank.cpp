@@ -125,6 +125,8 @@ spank_err_t spank_get_item(spank_t /*sp*/, spank_item_t item, ...) {
     case S_JOB_ID:
     case S_JOB_STEPID:
     case S_TASK_GLOBAL_ID:
+    case S_JOB_ARRAY_ID:
+    case S_JOB_ARRAY_TASK_ID:
       rc = triage::testing::put_item<uint32_t>(item, ap);
       break;
     case S_TASK_ID:

@@ -49,7 +49,8 @@ std::string run(const std::string& cmd) {
 const char* const kEpilogEnv[] = {
     "SLURMD_NODENAME",    "SLURM_NODELIST",          "SLURM_JOB_USER",       "SLURM_JOB_PARTITION",
     "SLURM_JOB_WORK_DIR", "SLURM_JOB_EXIT_CODE",     "SLURM_JOB_DERIVED_EC", "SLURM_JOB_STDOUT",
-    "SLURM_JOB_STDERR",   "SLURM_JOB_RESTART_COUNT", "SPANK_TRIAGE",         "SLURM_TRIAGE"};
+    "SLURM_JOB_STDERR",   "SLURM_JOB_RESTART_COUNT", "SPANK_TRIAGE",         "SLURM_TRIAGE",
+    "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",     "SLURM_HET_JOB_ID"};
 
 class Plugin : public ::testing::Test {
  protected:
@@ -481,6 +482,49 @@ TEST_F(Plugin, TaskStartAndExitComeFromSlurmstepdWithRankPidAndStep) {
   EXPECT_EQ(exit["exit_code"], 3);
   EXPECT_FALSE(exit.contains("signal"));
   EXPECT_NE(exit["msg_id"], start["msg_id"]);
+}
+
+// Slurm reads a bare array id as the whole array: the agent names an array task by both ids, and
+// the batch step is where slurmstepd has them from slurmctld (an srun step's come from the user's
+// environment, so they are not reported).
+TEST_F(Plugin, TheBatchStepOfAnArrayTaskReportsItsArrayAndTaskIds) {
+  task_environment(0);
+  fake_spank().items[S_JOB_ARRAY_ID] = 4240;
+  fake_spank().items[S_JOB_ARRAY_TASK_ID] = 2;
+  const Json batch = one_message("task_post_fork");
+  EXPECT_EQ(batch["array_job_id"], 4240);
+  EXPECT_EQ(batch["array_task_id"], 2);
+
+  task_environment(0);
+  fake_spank().items[S_JOB_STEPID] = 0;
+  fake_spank().items[S_JOB_ARRAY_ID] = 4240;
+  fake_spank().items[S_JOB_ARRAY_TASK_ID] = 2;
+  const Json step = one_message("task_post_fork");
+  EXPECT_FALSE(step.contains("array_job_id")) << step.dump();
+  EXPECT_FALSE(step.contains("array_task_id"));
+}
+
+TEST_F(Plugin, AJobThatIsNoArrayTaskReportsNoArrayFields) {
+  task_environment(0);
+  fake_spank().items[S_JOB_ARRAY_ID] = 0;
+  fake_spank().items[S_JOB_ARRAY_TASK_ID] = 0xfffffffe;  // NO_VAL
+  const Json m = one_message("task_post_fork");
+  EXPECT_FALSE(m.contains("array_job_id")) << m.dump();
+  EXPECT_FALSE(m.contains("array_task_id"));
+  task_environment(0);  // a Slurm that does not answer for them at all
+  const Json none = one_message("task_post_fork");
+  EXPECT_FALSE(none.contains("array_job_id")) << none.dump();
+}
+
+TEST_F(Plugin, TheEpilogPassesOnTheArrayAndHetIdsSlurmdSets) {
+  epilog_environment();
+  setenv("SLURM_HET_JOB_ID", "4300", 1);
+  setenv("SLURM_ARRAY_JOB_ID", "4240", 1);
+  setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+  const Json m = one_message("job_epilog");
+  EXPECT_EQ(m["het_job_id"], 4300);
+  EXPECT_EQ(m["array_job_id"], 4240);
+  EXPECT_EQ(m["array_task_id"], 2);
 }
 
 TEST_F(Plugin, PercentNInTheSocketPathReachesThisNodesAgent) {
