@@ -54,6 +54,9 @@ struct JobRecord {
   // attempt up; absent when neither said. A job_start of a later attempt, or a task that starts
   // after the job ended, starts the record afresh (begin_new_attempt).
   std::optional<int> restart_count;
+  // How many times this node saw the job start over (begin_new_attempt), whether or not it learnt
+  // the restart count: what tells a follower of the earlier attempt that it is done.
+  uint64_t attempt_seq = 0;
   // Which array task (and het job) this is, from slurmd's prolog and epilog environment or the
   // batch step's task messages; never an srun step's, which come from the user's environment.
   std::optional<uint32_t> array_job_id;

@@ -54,10 +54,11 @@ void LiveMonitor::tick(const LiveInstant& now) {
   std::vector<uint64_t> ended;
   for (auto& [id, f] : jobs_) {
     const JobRecord* j = node_.jobs().find(id);
-    // A job_start of another attempt (its job_end lost, or both between two ticks): this
-    // attempt's record is closed, the next tick follows the new one afresh.
-    const bool other_attempt =
-        j != nullptr && f.job && j->restart_count && *j->restart_count > f.attempt.restart_count;
+    // The job started over here (its job_end and the next attempt's start between two ticks, or
+    // the job_end lost): this attempt's record is closed, the next tick follows the new one.
+    const bool other_attempt = j != nullptr && f.job &&
+                               (j->attempt_seq != f.attempt_seq ||
+                                (j->restart_count && *j->restart_count > f.attempt.restart_count));
     if (j == nullptr || !should_follow(*j) || f.gone || other_attempt) {
       ended.push_back(id);
     } else if (!f.busy && f.job && action_pending(f.record) &&
@@ -76,6 +77,7 @@ void LiveMonitor::tick(const LiveInstant& now) {
 void LiveMonitor::start(uint64_t job_id, const JobRecord& job, const LiveInstant& now) {
   Followed& f = jobs_[job_id];
   f.busy = true;
+  f.attempt_seq = job.attempt_seq;
   const uint32_t uid = *job.uid;
   const std::optional<uint32_t> gid = job.gid;
   hooks_.offload([this, job_id, uid, gid, now]() -> std::function<void()> {
