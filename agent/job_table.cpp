@@ -254,6 +254,7 @@ void JobTable::begin_new_attempt(JobRecord& j) {
   j.end_usec = 0;
   j.start_usec = 0;
   j.restart_count.reset();
+  ++j.attempt_seq;
   j.batch_here = false;
   j.job_end = nlohmann::json();
   j.analysis.reset();

@@ -49,16 +49,19 @@ struct JobRecord {
   int requeue_max = 0;
   bool requeue_allowed = false;
   std::vector<std::string> nodes;
-  // Which array task (and het job) this is, from slurmd's prolog and epilog environment or the
-  // batch step's task messages; never an srun step's, which come from the user's environment.
-  std::optional<uint32_t> array_job_id;
-  std::optional<uint32_t> array_task_id;
-  std::optional<uint32_t> het_job_id;
   // The attempt this record is about: Slurm's restart count as its prolog saw it
   // (SLURM_JOB_RESTART_COUNT in job_start), else as slurmctld showed it when the live loop set the
   // attempt up; absent when neither said. A job_start of a later attempt, or a task that starts
   // after the job ended, starts the record afresh (begin_new_attempt).
   std::optional<int> restart_count;
+  // How many times this node saw the job start over (begin_new_attempt), whether or not it learnt
+  // the restart count: what tells a follower of the earlier attempt that it is done.
+  uint64_t attempt_seq = 0;
+  // Which array task (and het job) this is, from slurmd's prolog and epilog environment or the
+  // batch step's task messages; never an srun step's, which come from the user's environment.
+  std::optional<uint32_t> array_job_id;
+  std::optional<uint32_t> array_task_id;
+  std::optional<uint32_t> het_job_id;
   int64_t start_usec = 0;  // first job_start / task_start seen here
   int64_t end_usec = 0;    // job_end
   bool ended = false;

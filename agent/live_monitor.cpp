@@ -55,10 +55,11 @@ void LiveMonitor::tick(const LiveInstant& now) {
   std::vector<uint64_t> ended;
   for (auto& [id, f] : jobs_) {
     const JobRecord* j = node_.jobs().find(id);
-    // A job_start of another attempt (its job_end lost, or both between two ticks): this
-    // attempt's record is closed, the next tick follows the new one afresh.
-    const bool other_attempt =
-        j != nullptr && f.job && j->restart_count && *j->restart_count > f.attempt.restart_count;
+    // The job started over here (its job_end and the next attempt's start between two ticks, or
+    // the job_end lost): this attempt's record is closed, the next tick follows the new one.
+    const bool other_attempt = j != nullptr && f.job &&
+                               (j->attempt_seq != f.attempt_seq ||
+                                (j->restart_count && *j->restart_count > f.attempt.restart_count));
     if (j == nullptr || !should_follow(*j) || f.gone || other_attempt) {
       ended.push_back(id);
     } else if (!f.busy && f.job && action_pending(f.record) &&
@@ -77,6 +78,7 @@ void LiveMonitor::tick(const LiveInstant& now) {
 void LiveMonitor::start(uint64_t job_id, const JobRecord& job, const LiveInstant& now) {
   Followed& f = jobs_[job_id];
   f.busy = true;
+  f.attempt_seq = job.attempt_seq;
   const uint32_t uid = *job.uid;
   const std::optional<uint32_t> gid = job.gid;
   hooks_.offload([this, job_id, uid, gid, now]() -> std::function<void()> {
@@ -328,27 +330,27 @@ void LiveMonitor::act(uint64_t job_id, HangOutcome outcome, const LiveInstant& n
   // Recorded before the command runs: a second stalled poll must never issue it twice, and an
   // agent that stops meanwhile finds it (action_pending) and checks the attempt before a retry.
   f.record.action = what;
+  if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
+  // The one place each command is built (agent/hang_commands.h), for exactly this job or array
+  // task.
   std::vector<std::string> argv;
   try {
-    // The one place each command is built (agent/hang_commands.h), naming this attempt's task.
     argv = outcome == HangOutcome::kCancel ? cancel_job_argv(job_ref(f.facts))
                                            : requeue_job_argv(job_ref(f.facts));
   } catch (const JobRefError& e) {
     // Refused, never guessed: a bare id may be the whole array (agent/job_ref.h).
-    if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
     f.record.action_result = "not-done";
     f.record.action_error = std::string("not done: ") + e.what();
-    ++stats_.actions_not_done;
     save(job_id, f, now);
+    ++stats_.actions_not_done;
     spdlog::error("job {}: {} refused: {}", job_id, what, log_text(e.what()));
     return;
   }
-  if (f.record.action_tries == 0) f.record.action_usec = now.wall_usec;
   ++f.record.action_tries;
   f.busy = true;
   save(job_id, f, now);
-  spdlog::warn("job {}: {} (try {} of {}; {})", job_id, command_line(argv), f.record.action_tries,
-               kMaxActionTries, f.record.action_reason);
+  spdlog::warn("job {}: {} (try {} of {}; {})", job_id, log_text(command_line(argv)),
+               f.record.action_tries, kMaxActionTries, log_text(f.record.action_reason));
   hooks_.offload([this, job_id, argv, what, flagged = f.attempt, now]() -> std::function<void()> {
     // Right before the command: the job Slurm shows must still be the attempt that was flagged.
     std::string error;

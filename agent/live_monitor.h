@@ -111,7 +111,8 @@ class LiveMonitor {
   struct Followed {
     std::shared_ptr<LiveJob> job;  // null until set up
     JobFacts facts;
-    LiveAttempt attempt;  // the attempt followed (from slurmctld at the set-up)
+    LiveAttempt attempt;       // the attempt followed (from slurmctld at the set-up)
+    uint64_t attempt_seq = 0;  // the job record's JobRecord::attempt_seq when following began
     Identity owner;
     std::string home;
     LiveRecord record;

@@ -616,6 +616,31 @@ TEST_F(LiveLoop, ARequeuedAttemptWhosePrologSlurmDidNotRunAgainIsStillANewAttemp
   EXPECT_EQ(learnt, 1) << "the attempt, from slurmctld, for the job-end evidence";
 }
 
+TEST_F(LiveLoop, AJobEndAndTheNextAttemptsStartBetweenTwoPollsCloseTheFirstAttemptsRecord) {
+  on_loop([this] { register_job("requeue", 1); });
+  requeue_allowed = true;
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 125 * kSec);  // requeued
+  // Within 5 s: the epilog, then Slurm starts the job again here without its prolog.
+  on_loop([&] {
+    node.jobs().apply(
+        parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", {{"time_usec", last}})),
+        last + 126 * kSec);
+  });
+  restarts = 1;
+  started = last + 128 * kSec;
+  testing::write_file(log, "");
+  on_loop([this] { register_job("requeue", 1, /*prolog=*/false); });
+  tick(m, last + 130 * kSec);  // the first attempt's follower stops
+  const int64_t last2 = steps_every_second(m, 20, last + 131 * kSec);
+  tick(m, last2 + 65 * kSec);
+  const LiveRecord second = record(m, 1);
+  EXPECT_EQ(second.step, 19) << "flagged as itself";
+  EXPECT_EQ(second.stalls, 1);
+  EXPECT_EQ(record(m, 0).action, "requeue") << "the first attempt's record is its own";
+}
+
 TEST_F(LiveLoop, AStallOfAnAttemptSlurmNoLongerRunsTouchesNothing) {
   LiveMonitor& m = new_monitor();
   const int64_t last = steps_every_second(m, 30);
