@@ -21,6 +21,8 @@ using test::kSec;
 using test::kT0;
 using test::step_line;
 
+constexpr int64_t kHour = 3600 * kSec;
+
 const std::string kHeader =
     "SLURM_JOB_ID=4242\nPASSTHROUGH_ARGS=steps=5000 enable_checkpointing=true\n0: Starting "
     "training\n";
@@ -81,10 +83,10 @@ TEST(LiveProgress, ANaiveTimestampIsNeverSetAgainstTheAgentsClock) {
   GrowingLog log;
   LiveProgress p = fresh();
   const LiveInstant first{kT0, kBoot};
-  log.arrive(p, stamped_step(naive(kT0 - 8 * 3600 * kSec), 0), first);
+  log.arrive(p, stamped_step(naive(kT0 - 8 * kHour), 0), first);
   EXPECT_EQ(p.last_step_mono(), kBoot);  // when the follower read it, not 8 h before
   const LiveInstant next{kT0 + 5 * kSec, kBoot + 5 * kSec};
-  log.arrive(p, stamped_step(naive(kT0 + 8 * 3600 * kSec), 1), next);  // 8 h east
+  log.arrive(p, stamped_step(naive(kT0 + 8 * kHour), 1), next);  // 8 h east
   EXPECT_EQ(p.last_step_mono(), kBoot + 5 * kSec);
 }
 
@@ -112,13 +114,13 @@ TEST(LiveProgress, NaiveStampsGiveTheStepTimeOfBufferedBursts) {
   // 50 steps 6 s apart, flushed together every 300 s, stamped in the job's own zone.
   GrowingLog log;
   LiveProgress p = fresh();
-  const int64_t job_zone = -5 * 3600 * kSec;
+  const int64_t job_zone = -5 * kHour;
   int64_t step = 0;
   for (int burst = 1; burst <= 3; ++burst) {
     std::string fifty;
     for (int i = 0; i < 50; ++i, ++step)
       fifty += stamped_step(naive(kT0 + job_zone + step * 6 * kSec), step);
-    log.arrive(p, fifty, LiveInstant{kT0 + burst * 300 * kSec, kBoot + burst * 300 * kSec});
+    log.arrive(p, fifty, LiveInstant{kT0 + burst * (300 * kSec), kBoot + burst * (300 * kSec)});
   }
   ASSERT_TRUE(p.step_time().seconds);
   EXPECT_TRUE(p.step_time().steady);
@@ -130,7 +132,7 @@ TEST(LiveProgress, AFallBackHourInTheStampsIsNotAStepTime) {
   // Steps 1 s apart, read every 5 s; at 02:00 the job's zone falls back to 01:00.
   GrowingLog log;
   LiveProgress p = fresh();
-  const int64_t two_am = kT0 - 8 * 3600 * kSec;  // the job's local 02:00, as a naive stamp
+  const int64_t two_am = kT0 - 8 * kHour;  // the job's local 02:00, as a naive stamp
   int64_t step = 0;
   for (int read = 1; read <= 24; ++read) {
     std::string five;
@@ -138,7 +140,7 @@ TEST(LiveProgress, AFallBackHourInTheStampsIsNotAStepTime) {
       const int64_t local = two_am - 60 * kSec + step * kSec;
       five += stamped_step(naive(local >= two_am ? local - 3600 * kSec : local), step);
     }
-    log.arrive(p, five, LiveInstant{kT0 + read * 5 * kSec, kBoot + read * 5 * kSec});
+    log.arrive(p, five, LiveInstant{kT0 + read * (5 * kSec), kBoot + read * (5 * kSec)});
   }
   ASSERT_TRUE(p.step_time().seconds);
   // 119 s from the first step to the last: the hour the stamps went back is not counted.
