@@ -72,27 +72,12 @@ std::string task_spec(uint32_t array_id, int task) {
   return std::to_string(array_id) + "_" + std::to_string(task);
 }
 
-std::string field(const Fields& job, const std::string& key) {
-  const auto it = job.find(key);
-  return it == job.end() ? "" : it->second;
-}
-
-// Polls `pred` every 300 ms until it holds or `timeout` passes.
-bool within(seconds timeout, const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-  return pred();
-}
-
 bool running(const Fields& j) {
-  return field(j, "JobState") == "RUNNING";
+  return job_field(j, "JobState") == "RUNNING";
 }
 
 bool ended(const Fields& j) {
-  const std::string st = field(j, "JobState");
+  const std::string st = job_field(j, "JobState");
   return !st.empty() && st != "PENDING" && st != "RUNNING" && st != "COMPLETING" &&
          st != "REQUEUED" && st != "SUSPENDED";
 }
@@ -101,8 +86,8 @@ bool ended(const Fields& j) {
 // moved to now once it is pending again and released, as an admin could (requeue_e2e does too).
 void nudge_when_released(const SlurmCluster& c, const std::string& spec) {
   const Fields j = c.job(spec);
-  if (field(j, "JobState") == "PENDING" && field(j, "Reason") != "JobHeldUser" &&
-      field(j, "Reason") != "JobHeldAdmin") {
+  if (job_field(j, "JobState") == "PENDING" && job_field(j, "Reason") != "JobHeldUser" &&
+      job_field(j, "Reason") != "JobHeldAdmin") {
     (void)c.as_root({"scontrol", "update", "JobId=" + spec, "StartTime=now"});
   }
 }
@@ -140,7 +125,7 @@ int task_with_the_arrays_id(const SlurmCluster& c, uint32_t array_id, int tasks)
     for (int t = 0; t < tasks; ++t) {
       const Fields f = c.job(task_spec(array_id, t));
       if (!running(f)) return false;
-      if (field(f, "JobId") == std::to_string(array_id)) found = t;
+      if (job_field(f, "JobId") == std::to_string(array_id)) found = t;
     }
     return found >= 0;
   });
@@ -154,19 +139,19 @@ TEST(ArrayActions, AHungArrayTaskIsCancelledAloneAndOnlyItIsCommented) {
   const int hung = task_with_the_arrays_id(c, a, 3);
   // 10 s of steps, then at most two thresholds (no node fact backs a sleeping job) and the polls.
   const bool cancelled = within(seconds(10 + 2 * kStallMinSeconds + 60), [&] {
-    return field(c.job(task_spec(a, hung)), "JobState") == "CANCELLED";
+    return job_field(c.job(task_spec(a, hung)), "JobState") == "CANCELLED";
   });
-  ASSERT_TRUE(cancelled) << field(c.job(task_spec(a, hung)), "JobState") << "\n" << c.logs();
-  EXPECT_NE(field(c.job(task_spec(a, hung)), "AdminComment").find("triage=hang"),
+  ASSERT_TRUE(cancelled) << job_field(c.job(task_spec(a, hung)), "JobState") << "\n" << c.logs();
+  EXPECT_NE(job_field(c.job(task_spec(a, hung)), "AdminComment").find("triage=hang"),
             std::string::npos);
   for (int t = 0; t < 3; ++t) {
     if (t == hung) continue;
     const std::string spec = task_spec(a, t);
     EXPECT_TRUE(within(seconds(120), [&] { return ended(c.job(spec)); })) << spec;
     const Fields f = c.job(spec);
-    EXPECT_EQ(field(f, "JobState"), "COMPLETED") << spec << " was still stepping\n" << c.logs();
-    EXPECT_EQ(field(f, "AdminComment").find("triage=hang"), std::string::npos)
-        << spec << ": " << field(f, "AdminComment");
+    EXPECT_EQ(job_field(f, "JobState"), "COMPLETED") << spec << " was still stepping\n" << c.logs();
+    EXPECT_EQ(job_field(f, "AdminComment").find("triage=hang"), std::string::npos)
+        << spec << ": " << job_field(f, "AdminComment");
   }
 }
 
@@ -179,11 +164,11 @@ TEST(ArrayActions, AJobNamedLikeShowJobFieldsIsRequeuedAtMostOnce) {
                        [&] {
                          nudge_when_released(c, id);
                          const Fields f = c.job(id);
-                         return running(f) && field(f, "Restarts") == std::to_string(attempt);
+                         return running(f) && job_field(f, "Restarts") == std::to_string(attempt);
                        }))
-        << "attempt " << attempt << ": " << field(c.job(id), "JobState") << "\n"
+        << "attempt " << attempt << ": " << job_field(c.job(id), "JobState") << "\n"
         << c.logs();
-    c.kernel_line(field(c.job(id), "BatchHost"), kXid79);
+    c.kernel_line(job_field(c.job(id), "BatchHost"), kXid79);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the agent's file poll
     std::ofstream(j.spoof_dir + "/go-" + std::to_string(attempt)) << "go\n";
   }
@@ -197,8 +182,8 @@ TEST(ArrayActions, AJobNamedLikeShowJobFieldsIsRequeuedAtMostOnce) {
   std::this_thread::sleep_for(seconds(5));
   const Fields f = c.job(id);
   // The harness reads `scontrol -o` text too; Slurm's own fields come after JobName and win.
-  EXPECT_EQ(field(f, "Restarts"), "1") << c.logs();
-  EXPECT_EQ(field(f, "JobState"), "FAILED");
+  EXPECT_EQ(job_field(f, "Restarts"), "1") << c.logs();
+  EXPECT_EQ(job_field(f, "JobState"), "FAILED");
 }
 
 TEST(ArrayActions, ARequeueEnabledArrayTaskIsRequeuedAlone) {
@@ -209,29 +194,29 @@ TEST(ArrayActions, ARequeueEnabledArrayTaskIsRequeuedAlone) {
   const int healthy = 1 - failing;
   const std::string failing_spec = task_spec(a, failing);
   const std::string healthy_spec = task_spec(a, healthy);
-  const std::string first = field(c.job(failing_spec), "BatchHost");
+  const std::string first = job_field(c.job(failing_spec), "BatchHost");
   c.kernel_line(first, kXid79);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the agent's file poll
   std::ofstream(job.dir + "/go-" + std::to_string(failing)) << "go\n";
 
   // Requeued (restart 1), excluded from the Xid's node, while the healthy task still runs.
   ASSERT_TRUE(within(seconds(90), [&] {
-    return field(c.job(failing_spec), "Restarts") == "1" &&
-           field(c.job(failing_spec), "ExcNodeList").find(first) != std::string::npos;
+    return job_field(c.job(failing_spec), "Restarts") == "1" &&
+           job_field(c.job(failing_spec), "ExcNodeList").find(first) != std::string::npos;
   })) << c.logs();
   const Fields other = c.job(healthy_spec);
-  EXPECT_EQ(field(other, "JobState"), "RUNNING") << "the other task is left alone";
-  EXPECT_EQ(field(other, "Restarts"), "0");
+  EXPECT_EQ(job_field(other, "JobState"), "RUNNING") << "the other task is left alone";
+  EXPECT_EQ(job_field(other, "Restarts"), "0");
   std::ofstream(job.dir + "/go-" + std::to_string(healthy)) << "go\n";
 
   EXPECT_TRUE(within(seconds(150), [&] {
     nudge_when_released(c, failing_spec);
     return ended(c.job(failing_spec)) && ended(c.job(healthy_spec));
   })) << c.logs();
-  EXPECT_EQ(field(c.job(failing_spec), "JobState"), "COMPLETED");
-  EXPECT_EQ(field(c.job(healthy_spec), "JobState"), "COMPLETED");
-  EXPECT_EQ(field(c.job(healthy_spec), "Restarts"), "0");
-  EXPECT_EQ(field(c.job(healthy_spec), "ExcNodeList"), "(null)");
+  EXPECT_EQ(job_field(c.job(failing_spec), "JobState"), "COMPLETED");
+  EXPECT_EQ(job_field(c.job(healthy_spec), "JobState"), "COMPLETED");
+  EXPECT_EQ(job_field(c.job(healthy_spec), "Restarts"), "0");
+  EXPECT_EQ(job_field(c.job(healthy_spec), "ExcNodeList"), "(null)");
 }
 
 }  // namespace

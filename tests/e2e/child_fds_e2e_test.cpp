@@ -33,15 +33,6 @@ ClusterEnvironment* g_env = nullptr;
 // Only A's log holds this; it must never show up anywhere that is B's.
 const std::string kSecret = "SECRET-OF-USER-A-4711";
 
-bool within(seconds timeout, const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return pred();
-}
-
 // The descriptor number under which `pid` holds `file` open, or -1.
 int fd_holding(const std::string& pid, const fs::path& file) {
   std::error_code ec;

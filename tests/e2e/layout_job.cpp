@@ -99,4 +99,19 @@ void expect_users_regular_file(const SlurmCluster& c, const fs::path& p) {
   EXPECT_EQ(st.st_gid, c.user_gid()) << p;
 }
 
+bool within(std::chrono::seconds timeout, const std::function<bool()>& pred,
+            std::chrono::milliseconds every) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(every);
+  }
+  return pred();
+}
+
+std::string job_field(const std::map<std::string, std::string>& job, const std::string& key) {
+  const auto it = job.find(key);
+  return it == job.end() ? "" : it->second;
+}
+
 }  // namespace triage::testing

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,13 @@ nlohmann::json wait_for_analysis(const SlurmCluster& c, uint32_t id, const std::
                                  std::chrono::milliseconds timeout = std::chrono::seconds(90));
 
 std::string slurp(const std::filesystem::path& p);
+
+// Polls `pred` every `every` until it holds or `timeout` passes; then its last answer.
+bool within(std::chrono::seconds timeout, const std::function<bool()>& pred,
+            std::chrono::milliseconds every = std::chrono::seconds(1));
+
+// `key` of a job as SlurmCluster::job() shows it; "" when scontrol printed no such key.
+std::string job_field(const std::map<std::string, std::string>& job, const std::string& key);
 
 // A regular file (not a symlink) owned by the test user; gtest failures otherwise.
 void expect_users_regular_file(const SlurmCluster& c, const std::filesystem::path& p);

@@ -32,21 +32,6 @@ ClusterEnvironment* g_env = nullptr;
 
 constexpr int kStallMinSeconds = 10;
 
-// Polls `pred` every second until it holds or `timeout` passes.
-bool within(seconds timeout, const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(seconds(1));
-  }
-  return pred();
-}
-
-std::string field(const std::map<std::string, std::string>& job, const std::string& key) {
-  const auto it = job.find(key);
-  return it == job.end() ? "" : it->second;
-}
-
 // Whether the agent's log says `text` (the cluster's log directory, every daemon's file).
 bool agent_log_says(const SlurmCluster& c, const std::string& text) {
   std::error_code ec;
@@ -106,10 +91,10 @@ TEST(LiveTime, JobsStampingStepsEightHoursWestAndEastOfTheNodeAreNeverFlaggedWhi
   for (int s = 0; s < 30; ++s) {
     for (const LayoutJob* j : {&west, &east}) {
       const auto shown = c.job(j->id);
-      ASSERT_EQ(field(shown, "AdminComment").find("triage=hang"), std::string::npos)
-          << j->name << " flagged after " << s << " s: " << field(shown, "AdminComment") << "\n"
+      ASSERT_EQ(job_field(shown, "AdminComment").find("triage=hang"), std::string::npos)
+          << j->name << " flagged after " << s << " s: " << job_field(shown, "AdminComment") << "\n"
           << c.logs();
-      ASSERT_EQ(field(shown, "JobState"), "RUNNING") << j->name << "\n" << c.logs();
+      ASSERT_EQ(job_field(shown, "JobState"), "RUNNING") << j->name << "\n" << c.logs();
     }
     std::this_thread::sleep_for(seconds(1));
   }
@@ -150,7 +135,7 @@ TEST(LiveAttempts, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItselfAndNotReq
   c.wait_running(j.id);
   // Attempt 1: 8 steps, then no node fact, so the requeue waits for twice the threshold.
   ASSERT_TRUE(within(seconds(8 + 2 * kStallMinSeconds + 45), [&] {
-    return field(c.job(j.id), "Restarts") == "1";
+    return job_field(c.job(j.id), "Restarts") == "1";
   })) << c.logs();
   // Its final report is written before the next attempt starts (which truncates the log).
   ASSERT_TRUE(within(seconds(60), [&] { return !analyses(c, j.id).empty(); })) << c.logs();
@@ -163,17 +148,17 @@ TEST(LiveAttempts, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItselfAndNotReq
 
   // Slurm holds a requeued job back for its credential window; start it now, as an admin could.
   ASSERT_TRUE(within(seconds(30), [&] {
-    return field(c.job(j.id), "JobState") == "PENDING" &&
+    return job_field(c.job(j.id), "JobState") == "PENDING" &&
            c.as_root({"scontrol", "update", "JobId=" + std::to_string(j.id), "StartTime=now"}).ok();
   })) << c.logs();
   c.wait_running(j.id, seconds(60));
   // Attempt 2: 12 steps, then silent; flagged as itself (not the first attempt's record, which
   // would never flag it again), and with the one requeue used up, cancelled instead.
   ASSERT_TRUE(within(seconds(12 + 2 * kStallMinSeconds + 60),
-                     [&] { return field(c.job(j.id), "JobState") == "CANCELLED"; }))
-      << field(c.job(j.id), "JobState") << "\n"
+                     [&] { return job_field(c.job(j.id), "JobState") == "CANCELLED"; }))
+      << job_field(c.job(j.id), "JobState") << "\n"
       << spool_of(c, j.id) << c.logs();
-  EXPECT_EQ(field(c.job(j.id), "Restarts"), "1") << "not requeued a second time";
+  EXPECT_EQ(job_field(c.job(j.id), "Restarts"), "1") << "not requeued a second time";
   ASSERT_TRUE(within(seconds(60), [&] { return analyses(c, j.id).size() >= 2; })) << c.logs();
   EXPECT_EQ(analyses(c, j.id).back().value("restart_count", -1), 1);
   const json second = json::parse(slurp(j.job_dir() / "triage.json"), nullptr, false);

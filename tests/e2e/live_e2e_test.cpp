@@ -28,21 +28,6 @@ ClusterEnvironment* g_env = nullptr;
 
 constexpr int kStallMinSeconds = 20;
 
-// Polls `pred` every second until it holds or `timeout` passes.
-bool within(seconds timeout, const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(seconds(1));
-  }
-  return pred();
-}
-
-std::string field(const std::map<std::string, std::string>& job, const std::string& key) {
-  const auto it = job.find(key);
-  return it == job.end() ? "" : it->second;
-}
-
 // The cancel case's job, submitted once. The first test submits it too, so that both jobs go
 // silent at the same time and the suite waits for one threshold instead of two.
 const LayoutJob& asked_for_cancel(const SlurmCluster& c) {
@@ -60,13 +45,13 @@ TEST(Live, AJobWhoseStepsStopIsFlaggedHangLiveWhileRunning) {
   const auto running = std::chrono::steady_clock::now();
   // 30 s of steps, then the threshold, then at most 60 s to say it.
   const bool commented = within(seconds(30 + kStallMinSeconds + 60), [&] {
-    return field(c.job(j.id), "AdminComment").find("triage=hang") != std::string::npos;
+    return job_field(c.job(j.id), "AdminComment").find("triage=hang") != std::string::npos;
   });
   const auto job = c.job(j.id);
-  ASSERT_TRUE(commented) << "AdminComment: " << field(job, "AdminComment") << "\n" << c.logs();
-  EXPECT_EQ(field(job, "JobState"), "RUNNING");
-  EXPECT_NE(field(job, "AdminComment").find(";step=30"), std::string::npos)
-      << field(job, "AdminComment");
+  ASSERT_TRUE(commented) << "AdminComment: " << job_field(job, "AdminComment") << "\n" << c.logs();
+  EXPECT_EQ(job_field(job, "JobState"), "RUNNING");
+  EXPECT_NE(job_field(job, "AdminComment").find(";step=30"), std::string::npos)
+      << job_field(job, "AdminComment");
   const double after_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - running).count();
   EXPECT_LT(after_s, 30 + kStallMinSeconds + 60);
@@ -81,7 +66,7 @@ TEST(Live, AJobWhoseStepsStopIsFlaggedHangLiveWhileRunning) {
   EXPECT_TRUE(r["flagged_at"].is_string()) << r.dump();
   EXPECT_EQ(r["live_record"]["step"], 30);
   EXPECT_NE(slurp(j.job_dir() / "triage.md").find("**Status:** hang (live)"), std::string::npos);
-  EXPECT_EQ(field(c.job(j.id), "JobState"), "RUNNING") << "notify leaves the job running";
+  EXPECT_EQ(job_field(c.job(j.id), "JobState"), "RUNNING") << "notify leaves the job running";
   (void)c.as_root({"scancel", std::to_string(j.id)});
   c.wait_job(j.id);
 }
