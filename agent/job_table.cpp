@@ -108,19 +108,20 @@ JobRecord& JobTable::apply(const LifecycleMessage& msg, int64_t now_usec) {
   j.touched_usec = std::max(j.touched_usec, t);
   // The attempt's restart count as its prolog saw it (the launch credential's). Not the epilog's:
   // slurmctld counts a requeue before it kills the job, so a requeued attempt's epilog already
-  // sees the next attempt's count.
-  const std::optional<int64_t> restarts =
-      msg.op == "job_start" ? r.i64("restart_count") : std::nullopt;
+  // sees the next attempt's count. -1: not said (parse_lifecycle refuses a negative count).
+  // A plain value, not an optional: GCC 12 at -O3 warns (maybe-uninitialized) on the optional.
+  const int64_t restarts =
+      msg.op == "job_start" ? r.i64("restart_count").value_or(-1) : int64_t{-1};
   // A requeued job comes back under the same id: after its job_end, or with a higher restart
   // count when the earlier attempt's job_end never reached this node. Slurm does not always run
   // the prolog again for a job it requeued onto the same node (slurmd may still hold the job's
   // credential), so a task that started after the job ended begins the next attempt as well.
   const bool next_attempt =
       (msg.op == "job_start" &&
-       (j.ended || (restarts && j.restart_count && *restarts > *j.restart_count))) ||
+       (j.ended || (restarts >= 0 && j.restart_count && restarts > *j.restart_count))) ||
       (msg.op == "task_start" && j.ended && t > j.end_usec);
   if (next_attempt) begin_new_attempt(j);
-  if (restarts) j.restart_count = static_cast<int>(*restarts);
+  if (restarts >= 0) j.restart_count = static_cast<int>(restarts);
   if (msg.op == "job_start" || msg.op == "job_end") {
     if (const auto v = r.u64("uid")) j.uid = static_cast<uint32_t>(*v);
     if (const auto v = r.u64("gid")) j.gid = static_cast<uint32_t>(*v);
