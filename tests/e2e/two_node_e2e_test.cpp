@@ -86,8 +86,10 @@ TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
   const json r = json::parse(slurp(j.job_dir() / "triage.json"));
   const json* second = node_entry(r, c.nodes()[1]);
   ASSERT_NE(second, nullptr) << r["nodes"].dump(1);
-  EXPECT_EQ((*second)["reachable"], false);
-  EXPECT_FALSE((*second)["unreachable_reason"].get<std::string>().empty());
+  // An intermittent failure here once found the stopped node reachable: what answered is in the
+  // leader's log.
+  ASSERT_EQ((*second)["reachable"], false) << second->dump() << "\n" << c.logs();
+  EXPECT_FALSE((*second).value("unreachable_reason", "").empty()) << second->dump();
   EXPECT_NE(slurp(j.job_dir() / "triage.md").find(c.nodes()[1]), std::string::npos);
 }
 
