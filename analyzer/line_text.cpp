@@ -1,5 +1,6 @@
 #include "analyzer/line_text.h"
 
+#include <algorithm>
 #include <climits>
 #include <ctime>
 #include <string>
@@ -12,6 +13,14 @@ namespace {
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
+}
+
+// Task labels peeled off one line: nesting deeper than this is a message that starts with numbers.
+constexpr int kMaxTaskLabels = 4;
+
+// Where a timestamp may start inside a line: after one of these, never inside a word or a number.
+bool separates(char c) {
+  return c == ' ' || c == '\t' || c == '[' || c == '(' || c == '|' || c == ':' || c == ',';
 }
 
 // Digits at s[pos, pos + n) as a number, or -1.
@@ -110,18 +119,20 @@ LineText split_line(std::string_view raw) {
   if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
   lt.raw = raw;
   std::string_view t = raw;
-  // srun -l: optional padding spaces, the task id, ": ".
-  size_t i = 0;
-  while (i < t.size() && i < 8 && t[i] == ' ')
-    ++i;
-  size_t j = i;
-  while (j < t.size() && j - i < 7 && is_digit(t[j]))
-    ++j;
-  if (j > i && j + 1 < t.size() && t[j] == ':' && t[j + 1] == ' ') {
+  // srun -l: optional padding spaces, the task id, ": ". A step launched by a labelled srun that
+  // itself prints through `srun -l` (or a wrapper that labels again) carries several.
+  for (int label = 0; label < kMaxTaskLabels; ++label) {
+    size_t i = 0;
+    while (i < t.size() && i < 8 && t[i] == ' ')
+      ++i;
+    size_t j = i;
+    while (j < t.size() && j - i < 7 && is_digit(t[j]))
+      ++j;
+    if (j == i || j + 1 >= t.size() || t[j] != ':' || t[j + 1] != ' ') break;
     int64_t v = 0;
     for (size_t k = i; k < j; ++k)
       v = v * 10 + (t[k] - '0');
-    lt.rank = v;
+    if (lt.rank < 0) lt.rank = v;
     t.remove_prefix(j + 2);
   }
   // PyTorch: "[rank3]:" (the rest often follows without a space).
@@ -154,6 +165,19 @@ std::optional<LineTimestamp> leading_timestamp(std::string_view text, int year_h
   if (is_digit(s[0])) return iso_at(s);
   if (year_hint == 0) year_hint = utc_year(now_usec());
   return glog_at(s, year_hint);
+}
+
+std::optional<LineTimestamp> timestamp_before(std::string_view text, size_t end, int year_hint) {
+  constexpr size_t kPrefixBytes = 160;
+  end = std::min({end, text.size(), kPrefixBytes});
+  if (auto t = leading_timestamp(text.substr(0, end), year_hint)) return t;
+  for (size_t p = 1; p < end; ++p) {
+    const char c = text[p];
+    if (!separates(text[p - 1]) || !(is_digit(c) || c == 'I' || c == 'W' || c == 'E' || c == 'F'))
+      continue;
+    if (auto t = leading_timestamp(text.substr(p, end - p), year_hint)) return t;
+  }
+  return std::nullopt;
 }
 
 int utc_year(int64_t usec) {

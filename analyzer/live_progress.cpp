@@ -79,7 +79,7 @@ void LiveProgress::absorb_steps(const LogFacts& facts, const LiveInstant& arrive
   const StepSegment& seg = facts.steps;
   if (seg.first_step < 0 || (facts.restarts == 0 && seg.last_line == steps_.last_line)) return;
   const std::optional<LineTimestamp> stamp =
-      leading_timestamp(split_line(seg.last_text).text, utc_year(arrived.wall_usec));
+      step_line_timestamp(split_line(seg.last_text).text, utc_year(arrived.wall_usec));
   const int64_t printed =
       arrived.mono_usec - printed_before_arrival(stamp, arrived, previous_read_mono);
   const bool new_run = facts.restarts > 0 || !has_steps();

@@ -123,7 +123,7 @@ double step_seconds(std::string_view after_step) {
 const std::vector<FactTrigger>& fact_triggers() {
   static const std::vector<FactTrigger> t = [] {
     std::vector<FactTrigger> v = {
-        {"completed step:", FactKind::kStep},
+        {std::string(kStepMarker), FactKind::kStep},
         {"job summary", FactKind::kSummary},
         {"passthrough_args", FactKind::kPassthrough},
         {"config param ", FactKind::kConfigParam},
@@ -279,10 +279,14 @@ int64_t FactCollector::open_traceback(int64_t rank) const {
   return 0;
 }
 
+std::optional<LineTimestamp> step_line_timestamp(std::string_view text, int year_hint) {
+  return timestamp_before(text, text.find(kStepMarker), year_hint);
+}
+
 void FactCollector::on_step(const LineText& lt, int64_t line_no) {
-  const size_t at = lt.text.find("completed step:");
+  const size_t at = lt.text.find(kStepMarker);
   if (at == std::string_view::npos) return;
-  std::string_view rest = skip_spaces(lt.text.substr(at + 15));
+  std::string_view rest = skip_spaces(lt.text.substr(at + kStepMarker.size()));
   size_t used = 0;
   const auto step = leading_int(rest, &used);
   if (!step || *step < 0) return;
@@ -301,7 +305,8 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.last_step = *step;
     seg.first_line = line_no;
     seg.last_line = line_no;
-    seg.first_time_usec = leading_timestamp_usec(lt.text, year_hint_).value_or(0);
+    const auto stamp = step_line_timestamp(lt.text, year_hint_);
+    seg.first_time_usec = stamp ? stamp->usec : 0;
     seg.last_time_usec = seg.first_time_usec;
     seg.distinct_steps = 1;
     seg.first_seconds = step_seconds(rest);
@@ -329,8 +334,8 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
 
 void FactCollector::finish_segment(StepSegment& seg) const {
   if (seg.last_time_usec < 0) {
-    seg.last_time_usec =
-        leading_timestamp_usec(split_line(seg.last_text).text, year_hint_).value_or(0);
+    const auto stamp = step_line_timestamp(split_line(seg.last_text).text, year_hint_);
+    seg.last_time_usec = stamp ? stamp->usec : 0;
   }
 }
 

@@ -43,6 +43,13 @@ struct FactTrigger {
 };
 const std::vector<FactTrigger>& fact_triggers();
 
+// What marks a training step line; the step number follows it.
+inline constexpr std::string_view kStepMarker = "completed step:";
+
+// A step line's own timestamp (its text after split_line), wherever it stands before the step
+// marker: at the start, in brackets, or behind a logging prefix.
+std::optional<LineTimestamp> step_line_timestamp(std::string_view text, int year_hint);
+
 // The first steps of a run (compilation, cache warm-up) are not its pace: steps from
 // first_step + kWarmUpSteps on are the steady state.
 inline constexpr int64_t kWarmUpSteps = 5;

@@ -205,6 +205,21 @@ TEST(LogScanner, ReadsStepsSummaryConfigTunnelAndHeartbeatFacts) {
   EXPECT_EQ(f.summary.exit_code, 1);
 }
 
+TEST(LogScanner, ReadsAStepsOwnTimeUnderTwoTaskLabelsAndBehindAPrefix) {
+  test::use_source_rules();                  // TZ=UTC
+  const int64_t t = 1795255200LL * 1000000;  // 2026-11-21 10:00:00 UTC
+  const ScanResult labelled = test::scan_text(
+      "0: 0: [2026-11-21 10:00:00] completed step: 0, seconds: 0.100\n"
+      "0: 0: [2026-11-21 10:00:09] completed step: 9, seconds: 0.100\n");
+  EXPECT_EQ(labelled.facts.steps.first_time_usec, t);
+  EXPECT_EQ(labelled.facts.steps.last_time_usec, t + 9000000);
+  const ScanResult prefixed = test::scan_text(
+      "INFO trainer 2026-11-21 10:00:00 completed step: 0, seconds: 1.0\n"
+      "INFO trainer 2026-11-21 10:00:05 completed step: 5, seconds: 1.0\n");
+  EXPECT_EQ(prefixed.facts.steps.first_time_usec, t);
+  EXPECT_EQ(prefixed.facts.steps.last_time_usec, t + 5000000);
+}
+
 TEST(LogScanner, NoticesTrainingStartingOverInTheSameLog) {
   std::string log;
   for (int s = 0; s <= 120; ++s)
