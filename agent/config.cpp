@@ -97,6 +97,7 @@ AgentConfig map_config(const KvConfig& kv) {
   c.accounting_comment = to_lower(kv.get("AccountingComment"));
   c.slurm_command_timeout_ms = kv.get_seconds("SlurmCommandTimeout") * 1000;
   c.hang_stall_min_sec = kv.get_seconds("HangStallMin");
+  c.stall_after_sec = kv.get_seconds("StallAfter");
   c.hang_stall_factor = kv.get_int("HangStallFactor");
   c.prometheus_url = kv.get("PrometheusURL");
   c.prometheus_host_label = kv.get("PrometheusHostLabel");
@@ -248,6 +249,11 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Steady step times of silence before a running job is flagged as hung (see "
           "HangStallMin).",
           2, 1000),
+      key("StallAfter", T::kDuration, std::to_string(kDefaultStallAfterSeconds) + "s",
+          "An ended job's report says its training stopped before the end (a hang, also behind "
+          "a cancel) when its last step is older than max(20 x its step time, this) at the end "
+          "(analyze --stall-after).",
+          1, 604800),
       choice("LogLevel", "info", {"trace", "debug", "info", "warn", "error"},
              "The agent's own log verbosity."),
       key("HealthWindow", T::kDuration, "24h", "Counted health rules look this far back.", 60),

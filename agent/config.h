@@ -69,6 +69,7 @@ struct AgentConfig {
   int64_t slurm_command_timeout_ms{};  // sacct, sacctmgr, scontrol for the summary and requeues
 
   int64_t hang_stall_min_sec{};  // the live stall rule (analyzer/stall_verdict.h)
+  int64_t stall_after_sec{};     // the post-mortem one (analyze --stall-after)
   int64_t hang_stall_factor{};
 
   // The cluster's Prometheus (common/tsdb_config_keys.h), asked for the busy-wait signature of a

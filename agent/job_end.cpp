@@ -140,9 +140,19 @@ std::string expand_report_path(const std::string& pattern, const JobFacts& facts
 }
 
 std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::string& mode,
-                                       const std::string& target) {
-  return {analyzer,   "analyze", "--evidence", "-",  "--write",
-          "--format", "json",    "--mode",     mode, target};
+                                       int64_t stall_after_sec, const std::string& target) {
+  return {analyzer,
+          "analyze",
+          "--evidence",
+          "-",
+          "--write",
+          "--format",
+          "json",
+          "--stall-after",
+          std::to_string(stall_after_sec),
+          "--mode",
+          mode,
+          target};
 }
 
 bool analysis_succeeded(int wait_status) {

@@ -55,7 +55,7 @@ std::string analysis_target(const JobFacts& facts);
 std::string expand_report_path(const std::string& pattern, const JobFacts& facts);
 
 std::vector<std::string> analyzer_argv(const std::string& analyzer, const std::string& mode,
-                                       const std::string& target);
+                                       int64_t stall_after_sec, const std::string& target);
 
 // Whether the analyzer's exit means it did its work. Exit 1 is "the job failed" (the analysis
 // worked); exits 2 and up (usage, unreadable input, unwritable report, bad rules) and signals are

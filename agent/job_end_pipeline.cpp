@@ -214,7 +214,7 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
   if (live_record_) ev.live = live_record_(job_id, facts.restart_count);
   AnalysisRequest req;
   req.job_id = job_id;
-  req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, target);
+  req.argv = analyzer_argv(cfg_.analyzer_path, facts.mode, cfg_.stall_after_sec, target);
   req.who = *who;
   req.home = home;
   req.stdin_data =

@@ -433,7 +433,8 @@ void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
   AnalysisRequest req;
   req.job_id = job_id;
   // basic: the interim report is about the stall; the metrics playbooks run after the job.
-  req.argv = analyzer_argv(cfg_.analyzer_path, "basic", analysis_target(f.facts));
+  req.argv =
+      analyzer_argv(cfg_.analyzer_path, "basic", cfg_.stall_after_sec, analysis_target(f.facts));
   req.who = f.owner;
   req.home = f.home;
   req.stdin_data =

@@ -9,6 +9,7 @@
 
 #include "analyzer/log_facts.h"
 #include "analyzer/triage_report.h"
+#include "common/live_stall_defaults.h"
 
 namespace triage {
 
@@ -17,7 +18,7 @@ inline constexpr int64_t kDefaultCheckpointPeriod = 200;
 struct StallPolicy {
   // Steps count as stopped when the last one is older than max(min_seconds, step_factor x step
   // time): long enough that a slow checkpoint save is not mistaken for a hang.
-  double min_seconds = 900;
+  double min_seconds = kDefaultStallAfterSeconds;
   double step_factor = 20;
 };
 

@@ -180,9 +180,10 @@ TEST_F(JobEnd, TheBatchHostRunsTheAnalysisAsTheOwnerWithEveryNodesEvidence) {
   ASSERT_TRUE(eventually([&] { return !(records = analyzer_records(work, 4242)).empty(); }));
   ASSERT_EQ(records.size(), 1u);
   const nlohmann::json& r = records[0];
-  EXPECT_EQ(field(r, "argv"), (nlohmann::json{a.config.analyzer_path, "analyze", "--evidence", "-",
-                                              "--write", "--format", "json", "--mode", "full",
-                                              work + "/outputs/4242-llama-70b.log"}));
+  EXPECT_EQ(field(r, "argv"),
+            (nlohmann::json{a.config.analyzer_path, "analyze", "--evidence", "-", "--write",
+                            "--format", "json", "--stall-after", "900", "--mode", "full",
+                            work + "/outputs/4242-llama-70b.log"}));
   EXPECT_EQ(field(r, "uid"), kNobody);
   EXPECT_EQ(field(r, "euid"), kNobody);
   EXPECT_EQ(field(r, "gid"), kNogroup);
