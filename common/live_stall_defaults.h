@@ -1,7 +1,7 @@
 // The defaults of the live stall rule, shared by the analyzer's LiveStallPolicy
 // (analyzer/stall_verdict.h, which says why these values) and the agent's HangStallFactor and
-// HangStallMin keys (agent/config.cpp), which would otherwise drift apart; header-only, so neither
-// side links the other.
+// HangStallMin keys (agent/base/config.cpp), which would otherwise drift apart; header-only, so
+// neither side links the other.
 #pragma once
 
 #include <cstdint>

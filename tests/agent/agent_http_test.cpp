@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/attribution.h"
-#include "agent/munge_auth.h"
+#include "agent/net/munge_auth.h"
+#include "agent/node/attribution.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
 

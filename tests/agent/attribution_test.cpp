@@ -1,4 +1,4 @@
-#include "agent/attribution.h"
+#include "agent/node/attribution.h"
 
 #include <gtest/gtest.h>
 

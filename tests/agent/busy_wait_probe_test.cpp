@@ -1,13 +1,13 @@
 // The busy-wait probe: what playbook 1's answer means for a stalled job (plain values), and the
 // real question to a real prometheus serving a cluster's metrics on loopback.
-#include "agent/busy_wait_probe.h"
+#include "agent/live/busy_wait_probe.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <optional>
 
-#include "agent/config.h"
+#include "agent/base/config.h"
 #include "analyzer/tsdb/local_prometheus.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/time_util.h"

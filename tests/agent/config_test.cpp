@@ -1,4 +1,4 @@
-#include "agent/config.h"
+#include "agent/base/config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The drain controller's decisions as plain values: when an auto-drain is attempted, and when two
 // verdicts are the same story (so a flood's repeats are not logged again).
-#include "agent/drain_controller.h"
+#include "agent/health/drain_controller.h"
 
 #include <gtest/gtest.h>
 

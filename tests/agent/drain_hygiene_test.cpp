@@ -1,6 +1,6 @@
 // Drain hygiene as plain values: whose drain a node carries, the boot tag of our own drains, and
 // when the agent lifts a drain it set (after a reboot, healthy again, and only while still ours).
-#include "agent/drain_hygiene.h"
+#include "agent/health/drain_hygiene.h"
 
 #include <gtest/gtest.h>
 

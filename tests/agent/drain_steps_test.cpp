@@ -1,7 +1,7 @@
 // Draining in two writes against a slurmctld that does what 22.05's update_node does (a reason in
 // an update replaces the node's reason, drained or not; DRAIN without a reason keeps it), with an
 // admin's `scontrol update State=DRAIN Reason=...` arriving at each point in between.
-#include "agent/drain_steps.h"
+#include "agent/slurm/drain_steps.h"
 
 #include <gtest/gtest.h>
 

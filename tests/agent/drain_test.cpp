@@ -94,7 +94,7 @@ TEST(Drain, AnAdminsDrainMadeWhileWeDrainIsLeftAloneAndNeverLifted) {
   AgentHarness h("drain", "node001", "DrainPolicy=auto\n");
   h.slurm().set_node(idle("node001"));
   // The admin's drain lands after the controller saw an idle node, before its drain: the client
-  // refuses to replace the admin's reason (agent/drain_steps.h).
+  // refuses to replace the admin's reason (agent/slurm/drain_steps.h).
   h.slurm().set_before_drain([](SlurmNodeState& n) {
     n.state = "DRAINED";
     n.drain = true;

@@ -1,4 +1,4 @@
-#include "agent/event_loop.h"
+#include "agent/base/event_loop.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The fleet families of /metrics, read as Prometheus would read them: outcomes and lost GPU time
 // by class and blame, requeues, the history by job size, the drain; label values a job's files
 // could steer stay bounded.
-#include "agent/fleet_metrics.h"
+#include "agent/server/fleet_metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,16 +1,16 @@
-// What a live hang does: the decision (agent/hang_action.h), the AdminComment text and merge
-// (agent/hang_comment.h), the Slurm commands (agent/hang_commands.h) and how the user's and the
-// admin's choices reach and survive in the job record.
+// What a live hang does: the decision (agent/node/hang_action.h), the AdminComment text and merge
+// (agent/live/hang_comment.h), the Slurm commands (agent/live/hang_commands.h) and how the user's
+// and the admin's choices reach and survive in the job record.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "agent/hang_action.h"
-#include "agent/hang_commands.h"
-#include "agent/hang_comment.h"
-#include "agent/job_table.h"
+#include "agent/live/hang_commands.h"
+#include "agent/live/hang_comment.h"
+#include "agent/node/hang_action.h"
+#include "agent/node/job_table.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {

@@ -1,5 +1,5 @@
 // Cutting a GET /v1/history answer into records, reading only each record's job_id.
-#include "agent/history_split.h"
+#include "agent/history/history_split.h"
 
 #include <gtest/gtest.h>
 

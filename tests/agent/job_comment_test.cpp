@@ -1,4 +1,4 @@
-// The one comment format (agent/job_comment.h): the post-mortem summary, and how it joins a
+// The one comment format (agent/slurm/job_comment.h): the post-mortem summary, and how it joins a
 // field other tools write too when it goes through sacctmgr.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/job_comment.h"
+#include "agent/slurm/job_comment.h"
 
 namespace triage::agent {
 namespace {

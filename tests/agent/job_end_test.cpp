@@ -8,7 +8,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "agent/job_end.h"
+#include "agent/job_end/job_end.h"
 #include "common/text.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"

@@ -1,7 +1,8 @@
 // Every Slurm command names exactly one job attempt (issue 30, case 1): an array task as
 // <ArrayJobId>_<ArrayTaskId>, a het job through its leader, and nothing at all when the facts
-// cannot say which task (agent/job_ref.h); whether the job Slurm shows is still the analysed
-// attempt (agent/attempt_check.h); and where the array fields come from (agent/job_table.h).
+// cannot say which task (agent/slurm/job_ref.h); whether the job Slurm shows is still the analysed
+// attempt (agent/requeue/attempt_check.h); and where the array fields come from
+// (agent/node/job_table.h).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/attempt_check.h"
-#include "agent/hang_commands.h"
-#include "agent/job_end.h"
-#include "agent/job_ref.h"
-#include "agent/job_table.h"
-#include "agent/slurm_commands.h"
+#include "agent/job_end/job_end.h"
+#include "agent/live/hang_commands.h"
+#include "agent/node/job_table.h"
+#include "agent/requeue/attempt_check.h"
+#include "agent/slurm/job_ref.h"
+#include "agent/slurm/slurm_commands.h"
 #include "common/error.h"
 #include "common/model.h"
 #include "tests/agent/test_support.h"

@@ -1,6 +1,6 @@
-// The requeue carried out (agent/job_requeue.h) against scripted Slurm commands: the order of the
-// steps (summary before the hold, the report pass before the release), what the report pass is
-// told, and what is left alone when Slurm refuses.
+// The requeue carried out (agent/requeue/job_requeue.h) against scripted Slurm commands: the order
+// of the steps (summary before the hold, the report pass before the release), what the report pass
+// is told, and what is left alone when Slurm refuses.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/accounting_comment.h"
-#include "agent/event_loop.h"
-#include "agent/job_requeue.h"
-#include "agent/worker_pool.h"
+#include "agent/base/event_loop.h"
+#include "agent/base/worker_pool.h"
+#include "agent/requeue/job_requeue.h"
+#include "agent/slurm/accounting_comment.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {

@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "agent/kernel_ingest.h"
+#include "agent/node/kernel_ingest.h"
 #include "common/rules_file.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"

@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "agent/spool.h"
+#include "agent/node/spool.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {

@@ -1,6 +1,6 @@
 // The live loop's decisions: which jobs are followed, what corroborates a stall, how a poll's news
 // enters the record, when the state is saved, and what a stall costs.
-#include "agent/live_decision.h"
+#include "agent/live/live_decision.h"
 
 #include <gtest/gtest.h>
 

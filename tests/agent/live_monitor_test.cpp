@@ -4,7 +4,7 @@
 // cancel and the admin allowed it, cancelled after twice the threshold; an early warning is
 // recorded at once; a restarted agent resumes from the saved state; the job-end evidence carries
 // the record. Blocking work runs inline here (the agent offloads it to its workers).
-#include "agent/live_monitor.h"
+#include "agent/live/live_monitor.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/job_table.h"
+#include "agent/node/job_table.h"
 #include "common/safe_io.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"

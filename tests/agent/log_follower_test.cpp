@@ -1,6 +1,6 @@
 // The live log follower: only appended complete lines, through truncation, rotation, deletion, an
 // agent restart, over-long lines and hostile replacements, and never reading as root.
-#include "agent/log_follower.h"
+#include "agent/live/log_follower.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>

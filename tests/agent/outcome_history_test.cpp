@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "agent/outcome_history.h"
-#include "agent/outcome_record.h"
-#include "agent/peer_client.h"
+#include "agent/history/outcome_history.h"
+#include "agent/history/outcome_record.h"
+#include "agent/net/peer_client.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/accounting_comment.h"
-#include "agent/job_requeue.h"
-#include "agent/job_table.h"
-#include "agent/requeue_decision.h"
-#include "agent/slurm_commands.h"
+#include "agent/node/job_table.h"
+#include "agent/requeue/job_requeue.h"
+#include "agent/requeue/requeue_decision.h"
+#include "agent/slurm/accounting_comment.h"
+#include "agent/slurm/slurm_commands.h"
 #include "common/error.h"
 #include "common/report_names.h"
 #include "tests/agent/history_fixture.h"

@@ -1,4 +1,4 @@
-#include "agent/spool.h"
+#include "agent/node/spool.h"
 
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/event_store.h"
+#include "agent/node/event_store.h"
 #include "tests/agent/test_support.h"
 
 namespace triage::agent {

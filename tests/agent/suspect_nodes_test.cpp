@@ -1,6 +1,6 @@
 // Suspect nodes: the statistic, the history records it reads, and the ranking on a recorded-looking
 // cluster history (tests/agent/history_fixture.h).
-#include "agent/suspect_nodes.h"
+#include "agent/history/suspect_nodes.h"
 
 #include <gtest/gtest.h>
 
