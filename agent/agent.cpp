@@ -7,9 +7,9 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
-#include "agent/agent_metrics.h"
-#include "agent/busy_wait_probe.h"
-#include "agent/peer_evidence.h"
+#include "agent/job_end/peer_evidence.h"
+#include "agent/live/busy_wait_probe.h"
+#include "agent/server/agent_metrics.h"
 #include "common/build_config.h"
 #include "common/text.h"
 #include "common/time_util.h"

@@ -32,25 +32,25 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/accounting_comment.h"
-#include "agent/callers.h"
-#include "agent/config.h"
-#include "agent/drain_controller.h"
-#include "agent/event_loop.h"
-#include "agent/fleet_metrics.h"
-#include "agent/http_api.h"
-#include "agent/job_end_pipeline.h"
-#include "agent/job_requeue.h"
-#include "agent/kernel_ingest.h"
-#include "agent/live_monitor.h"
-#include "agent/node_feeds.h"
-#include "agent/node_state.h"
-#include "agent/outcome_history.h"
-#include "agent/periodic_thread.h"
-#include "agent/shared_slurm.h"
-#include "agent/slurm_client.h"
-#include "agent/socket_api.h"
-#include "agent/worker_pool.h"
+#include "agent/base/config.h"
+#include "agent/base/event_loop.h"
+#include "agent/base/periodic_thread.h"
+#include "agent/base/worker_pool.h"
+#include "agent/health/drain_controller.h"
+#include "agent/history/outcome_history.h"
+#include "agent/job_end/job_end_pipeline.h"
+#include "agent/live/live_monitor.h"
+#include "agent/node/kernel_ingest.h"
+#include "agent/node/node_feeds.h"
+#include "agent/node/node_state.h"
+#include "agent/requeue/job_requeue.h"
+#include "agent/server/callers.h"
+#include "agent/server/fleet_metrics.h"
+#include "agent/server/http_api.h"
+#include "agent/server/socket_api.h"
+#include "agent/slurm/accounting_comment.h"
+#include "agent/slurm/shared_slurm.h"
+#include "agent/slurm/slurm_client.h"
 #include "common/model.h"
 
 namespace triage::agent {
@@ -62,7 +62,7 @@ struct AgentOptions {
   std::function<std::string(const std::string& node)> peer_url;
   std::string boot_id;  // default: <ProcRoot>/sys/kernel/random/boot_id
   bool collectors = true;
-  // Whether start() runs the configured KernelSource (agent/kernel_ingest.h). Tests that feed
+  // Whether start() runs the configured KernelSource (agent/node/kernel_ingest.h). Tests that feed
   // ingest() themselves turn it off.
   bool kernel_ingest = true;
   bool notify_systemd = false;

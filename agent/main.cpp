@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
-#include "agent/config.h"
-#include "agent/offline_slurm_client.h"
+#include "agent/base/config.h"
+#include "agent/slurm/offline_slurm_client.h"
 #include "common/build_config.h"
 #include "common/logging.h"
 

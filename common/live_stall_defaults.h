@@ -1,8 +1,8 @@
 // The defaults of the stall rules, shared by the analyzer (the live LiveStallPolicy in
 // analyzer/stall_verdict.h, which says why these values, and the post-mortem StallPolicy in
 // analyzer/progress_projection.h) and the agent's HangStallFactor, HangStallMin and StallAfter keys
-// (agent/config.cpp), which would otherwise drift apart; header-only, so neither side links the
-// other.
+// (agent/base/config.cpp), which would otherwise drift apart; header-only, so neither side links
+// the other.
 #pragma once
 
 #include <cstdint>

@@ -95,8 +95,8 @@ struct DStateSummary {
 // What slurmctld (or, failing that, the epilog environment) says about a job.
 struct JobFacts {
   uint64_t job_id = 0;  // the record's own id (an array task's or a het job component's own)
-  // Which attempt Slurm means by this record (agent/job_ref.h names it from these): Slurm reads a
-  // bare id that is also an array's or a het job's id as the whole array or het job.
+  // Which attempt Slurm means by this record (agent/slurm/job_ref.h names it from these): Slurm
+  // reads a bare id that is also an array's or a het job's id as the whole array or het job.
   std::optional<uint32_t> array_job_id;   // every record of an array, an unexpanded one too
   std::optional<uint32_t> array_task_id;  // the task's index (absent: a pending array record)
   std::optional<uint32_t> het_job_id;  // every component of a heterogeneous job (the leader's id)

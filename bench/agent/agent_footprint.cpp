@@ -48,8 +48,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
-#include "agent/callers.h"
-#include "agent/offline_slurm_client.h"
+#include "agent/server/callers.h"
+#include "agent/slurm/offline_slurm_client.h"
 #include "bench/support/process_usage.h"
 #include "bench/support/training_log.h"
 #include "bench/support/unix_request.h"

@@ -30,8 +30,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
-#include "agent/offline_slurm_client.h"
-#include "agent/spool.h"
+#include "agent/node/spool.h"
+#include "agent/slurm/offline_slurm_client.h"
 #include "bench/support/process_usage.h"
 #include "bench/support/unix_request.h"
 #include "common/logging.h"

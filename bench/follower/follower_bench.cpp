@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/live_job.h"
-#include "agent/log_follower.h"
+#include "agent/live/live_job.h"
+#include "agent/live/log_follower.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/signature_catalog.h"
 #include "bench/support/process_usage.h"

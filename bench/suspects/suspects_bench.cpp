@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "agent/history_gather.h"
-#include "agent/munge_auth.h"
-#include "agent/suspect_nodes.h"
+#include "agent/history/history_gather.h"
+#include "agent/history/suspect_nodes.h"
+#include "agent/net/munge_auth.h"
 #include "common/text.h"
 #include "tests/agent/fake_history_agent.h"
 #include "tests/agent/history_fixture.h"

@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/analysis_runner.h"
-#include "agent/event_loop.h"
-#include "agent/log_follower.h"
-#include "agent/slurm_command_runner.h"
+#include "agent/base/event_loop.h"
+#include "agent/job_end/analysis_runner.h"
+#include "agent/live/log_follower.h"
+#include "agent/slurm/slurm_command_runner.h"
 #include "common/child_process.h"
 #include "tests/agent/test_support.h"
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
-#include "agent/offline_slurm_client.h"
+#include "agent/slurm/offline_slurm_client.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "tests/agent/restart_events.h"

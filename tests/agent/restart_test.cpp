@@ -17,8 +17,8 @@
 #include <set>
 #include <thread>
 
-#include "agent/event_store.h"
-#include "agent/spool.h"
+#include "agent/node/event_store.h"
+#include "agent/node/spool.h"
 #include "tests/agent/restart_events.h"
 #include "tests/agent/test_support.h"
 

@@ -23,7 +23,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "agent/munge_auth.h"
+#include "agent/net/munge_auth.h"
 #include "common/build_config.h"
 #include "common/text.h"
 

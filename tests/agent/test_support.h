@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
-#include "agent/config.h"
-#include "agent/slurm_client.h"
+#include "agent/base/config.h"
+#include "agent/slurm/slurm_client.h"
 #include "common/model.h"
 
 namespace triage::agent::testing {

@@ -1,5 +1,5 @@
-// agent/slurm_client.cpp against a real slurmctld (Debian's, on loopback): job facts, the expanded
-// StdOut path, node state, and drains that never override someone else's.
+// agent/slurm/slurm_client.cpp against a real slurmctld (Debian's, on loopback): job facts, the
+// expanded StdOut path, node state, and drains that never override someone else's.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "agent/drain_hygiene.h"
-#include "agent/drain_steps.h"
-#include "agent/slurm_client.h"
+#include "agent/health/drain_hygiene.h"
+#include "agent/slurm/drain_steps.h"
+#include "agent/slurm/slurm_client.h"
 #include "tests/e2e/cluster_environment.h"
 
 namespace triage::testing {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "agent/http_message.h"
+#include "agent/net/http_message.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/config.h"
+#include "agent/base/config.h"
 #include "common/kv_config.h"
 #include "tests/fuzz/fuzz_support.h"
 

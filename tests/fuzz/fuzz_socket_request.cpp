@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/job_table.h"
+#include "agent/node/job_table.h"
 #include "common/error.h"
 #include "common/json_read.h"
 #include "tests/fuzz/fuzz_support.h"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <set>
 
-#include "agent/spool.h"
+#include "agent/node/spool.h"
 #include "tests/hardening/abuse_support.h"
 
 namespace triage::hardening {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/munge_auth.h"
+#include "agent/net/munge_auth.h"
 #include "tests/hardening/abuse_support.h"
 
 namespace triage::hardening {

@@ -1,0 +1,54 @@
+#include "agent/slurm/drain_steps.h"
+
+namespace triage::agent {
+
+namespace {
+
+std::string described(const SlurmNodeState& n) {
+  return n.state + (n.reason.empty() ? std::string() : " (reason: " + n.reason + ")");
+}
+
+}  // namespace
+
+bool is_own_reason(const std::string& reason) {
+  return reason.rfind("triage:", 0) == 0;
+}
+
+bool drain_in_steps(const DrainSteps& steps, const std::string& reason, std::string& error) {
+  const std::optional<SlurmNodeState> before = steps.read(error);
+  if (!before) return false;
+  if ((before->drain || before->down) && !is_own_reason(before->reason)) {
+    error = "node " + before->name + " is already " + described(*before) + "; not overriding it";
+    return false;
+  }
+  if (before->drain) return true;  // drained by us already: nothing to add
+  if (before->down) {
+    error = "node " + before->name + " is DOWN; not draining it";
+    return false;
+  }
+  if (!steps.drain_keeping_reason(error)) return false;
+  const std::optional<SlurmNodeState> drained = steps.read(error);
+  if (!drained) return false;
+  // A reason that is not the one the node had when we looked was written since: somebody drained
+  // it in between, and the drain is theirs. A node with no DRAIN flag was resumed in between.
+  if (!drained->drain) {
+    error = "node " + before->name + " is " + drained->state + " again right after our drain";
+    return false;
+  }
+  if (drained->reason != before->reason && !is_own_reason(drained->reason)) {
+    error = "node " + before->name + " was drained by someone else meanwhile (" +
+            described(*drained) + "); the drain is theirs";
+    return false;
+  }
+  if (!steps.set_reason(reason, error)) return false;
+  const std::optional<SlurmNodeState> after = steps.read(error);
+  if (!after) return false;
+  if (!after->drain || after->reason != reason) {
+    error = "node " + before->name + " changed right after our drain (now " + described(*after) +
+            "); not ours";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace triage::agent

@@ -1,0 +1,42 @@
+// Draining a node without ever replacing a drain somebody else made, from the steps slurmctld
+// offers. Slurm has no compare-and-set: in 22.05 (src/slurmctld/node_mgr.c update_node) an update
+// that carries a reason replaces the node's reason unconditionally, drained or not, while an
+// update to DRAIN without a reason leaves whatever reason is there. So the drain is made in two
+// writes: DRAIN alone first (an admin's drain made since our check keeps its reason, and we see
+// it), then our reason once the node is drained with nobody else's. The second write can still
+// replace a reason written in the milliseconds between our re-read and it, on a node that already
+// shows as drained; that window is as small as Slurm allows (docs/security.md).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "agent/slurm/slurm_client.h"
+
+namespace triage::agent {
+
+struct DrainSteps {
+  // The node as slurmctld sees it now.
+  std::function<std::optional<SlurmNodeState>(std::string& error)> read;
+  // UPDATE State=DRAIN with no reason: whatever reason the node carries stays.
+  std::function<bool(std::string& error)> drain_keeping_reason;
+  // UPDATE Reason=<reason> (the state as it is).
+  std::function<bool(const std::string& reason, std::string& error)> set_reason;
+};
+
+// Whether `reason` is one the agent writes ("triage: ...").
+bool is_own_reason(const std::string& reason);
+
+// Contract: drains the node with `reason` (a "triage: ..." text) and returns true only when,
+// read back afterwards, the node is drained with exactly `reason`; never writes a reason over a
+// drain or down state somebody else made (refused with `error`); a node already drained by us is
+// left as it is (true); a drain somebody made between our check and our drain keeps its reason and
+// is reported as theirs (false).
+bool drain_in_steps(const DrainSteps& steps, const std::string& reason, std::string& error);
+
+// The steps on the real slurmctld (slurm_update_node), reading `node` through `client`
+// (agent/slurm/slurm_client.cpp; the e2e test puts an admin's drain between them).
+DrainSteps libslurm_drain_steps(SlurmClient& client, const std::string& node);
+
+}  // namespace triage::agent

@@ -1,0 +1,110 @@
+// Draining in two writes against a slurmctld that does what 22.05's update_node does (a reason in
+// an update replaces the node's reason, drained or not; DRAIN without a reason keeps it), with an
+// admin's `scontrol update State=DRAIN Reason=...` arriving at each point in between.
+#include "agent/slurm/drain_steps.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace triage::agent {
+namespace {
+
+const std::string kOurs = "triage: GPU 0000:c1:00.0 fell off the bus (Xid 79) [boot 3f2a9c1b]";
+const std::string kAdmin = "bad DIMM, ticket 4411";
+
+// One node as slurmctld keeps it, and an admin who acts when the agent has taken `admin_after`
+// steps (reads and writes alike; -1: never).
+struct Ctld {
+  SlurmNodeState node{"gpu-a017", "IDLE", false, false, "", 0, "gpu-a017"};
+  int steps = 0;
+  int admin_after = -1;
+
+  void step() {
+    if (steps++ == admin_after) admin_drains();
+  }
+  void admin_drains() {
+    node.drain = true;
+    node.state = "IDLE+DRAIN";
+    node.reason = kAdmin;
+  }
+  DrainSteps drain_steps() {
+    DrainSteps s;
+    s.read = [this](std::string&) {
+      step();
+      return std::optional<SlurmNodeState>(node);
+    };
+    s.drain_keeping_reason = [this](std::string&) {
+      step();
+      node.drain = true;
+      node.state = "IDLE+DRAIN";
+      return true;
+    };
+    s.set_reason = [this](const std::string& reason, std::string&) {
+      step();
+      node.reason = reason;
+      return true;
+    };
+    return s;
+  }
+};
+
+TEST(DrainSteps, AnIdleNodeIsDrainedWithOurReasonAndReadBackAsOurs) {
+  Ctld c;
+  std::string error;
+  EXPECT_TRUE(drain_in_steps(c.drain_steps(), kOurs, error)) << error;
+  EXPECT_TRUE(c.node.drain);
+  EXPECT_EQ(c.node.reason, kOurs);
+  EXPECT_TRUE(drain_in_steps(c.drain_steps(), kOurs, error)) << "already ours: nothing to add";
+}
+
+TEST(DrainSteps, AnAdminsDrainBetweenOurCheckAndOurDrainKeepsItsReasonAndIsNotOurs) {
+  Ctld c;
+  c.admin_after = 1;  // after our first read, before our DRAIN
+  std::string error;
+  EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
+  EXPECT_EQ(c.node.reason, kAdmin) << "never replaced";
+  EXPECT_NE(error.find("drained by someone else meanwhile"), std::string::npos) << error;
+}
+
+TEST(DrainSteps, AnAdminsDrainRightAfterOursIsTheirsAndSaidSo) {
+  Ctld c;
+  c.admin_after = 4;  // after our reason, before we read it back
+  std::string error;
+  EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
+  EXPECT_EQ(c.node.reason, kAdmin);
+  EXPECT_NE(error.find("not ours"), std::string::npos) << error;
+}
+
+TEST(DrainSteps, ADrainOrDownSomebodyElseMadeIsNeverTouched) {
+  Ctld c;
+  c.admin_drains();
+  std::string error;
+  EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
+  EXPECT_EQ(c.node.reason, kAdmin);
+  EXPECT_EQ(c.steps, 1) << "one read, no write";
+  Ctld down;
+  down.node.down = true;
+  down.node.state = "DOWN";
+  EXPECT_FALSE(drain_in_steps(down.drain_steps(), kOurs, error));
+  EXPECT_FALSE(down.node.drain);
+}
+
+TEST(DrainSteps, ANodeResumedRightAfterOurDrainGetsNoReasonFromUs) {
+  Ctld c;
+  DrainSteps s = c.drain_steps();
+  auto drain = s.drain_keeping_reason;
+  s.drain_keeping_reason = [&, drain](std::string& e) {
+    const bool ok = drain(e);
+    c.node.drain = false;  // an admin's RESUME lands at once
+    c.node.state = "IDLE";
+    return ok;
+  };
+  std::string error;
+  EXPECT_FALSE(drain_in_steps(s, kOurs, error));
+  EXPECT_EQ(c.node.reason, "");
+}
+
+}  // namespace
+}  // namespace triage::agent

@@ -1,0 +1,98 @@
+// The one comment format (agent/slurm/job_comment.h): the post-mortem summary, and how it joins a
+// field other tools write too when it goes through sacctmgr.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "agent/slurm/job_comment.h"
+
+namespace triage::agent {
+namespace {
+
+std::string lowercased(std::string s) {
+  for (char& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+TEST(TriageSummary, SaysClassBlameNodesAndReport) {
+  const TriageSummary s{"nccl-timeout", "platform", {"gpu-a017"}, "/home/u/run/triage.md"};
+  EXPECT_EQ(compose_triage_summary(s),
+            "triage=nccl-timeout;blame=platform;nodes=gpu-a017;report=/home/u/run/triage.md");
+}
+
+TEST(TriageSummary, NodesAreOneHostlistAndMissingPartsSayNone) {
+  const TriageSummary s{"", "", {"gpu-a001", "gpu-a002", "gpu-a003"}, ""};
+  EXPECT_EQ(compose_triage_summary(s), "triage=unknown;blame=none;nodes=gpu-a[001-003]");
+  EXPECT_EQ(compose_triage_summary({"completed", "none", {}, ""}),
+            "triage=completed;blame=none;nodes=");
+}
+
+TEST(TriageSummary, BytesSacctOrTheMergeWouldMangleAreEncoded) {
+  // A space ends our segment, ';' and '=' are our syntax, '|' breaks sacct -P, quotes become
+  // backticks in sacctmgr: none of them may appear raw.
+  const TriageSummary s{"x", "platform", {}, "/home/u/my run;a|b=\"c\"\n.md"};
+  const std::string v = compose_triage_summary(s);
+  EXPECT_EQ(v, "triage=x;blame=platform;nodes=;report=/home/u/my%20run%3ba%7cb%3d%22c%22%0a.md");
+  EXPECT_EQ(v.find_first_of(" |\n'\""), std::string::npos);
+  EXPECT_EQ(v, lowercased(v)) << "the encoding itself survives 22.05's lowercasing";
+}
+
+TEST(TriageSummary, TooLongLosesTheReportFirstThenNodesFromTheEnd) {
+  std::vector<std::string> nodes;
+  nodes.reserve(40);
+  for (int i = 0; i < 40; ++i)
+    nodes.push_back("n" + std::to_string(i * 7));  // no two in a row: a long hostlist
+  const TriageSummary s{"nccl-timeout", "unknown", nodes, "/very/long/path/triage.md"};
+  EXPECT_NE(compose_triage_summary(s, 10000).find(";report="), std::string::npos);
+  const std::string bounded = compose_triage_summary(s, 120);
+  EXPECT_LE(bounded.size(), 120u);
+  EXPECT_EQ(bounded.find(";report="), std::string::npos) << bounded;
+  EXPECT_EQ(bounded.rfind("triage=nccl-timeout;blame=unknown;nodes=n[0,7],n[14,", 0), 0u)
+      << bounded << ": the first nodes kept";
+  const size_t plus = bounded.rfind('+');
+  ASSERT_NE(plus, std::string::npos) << bounded;
+  const int left_out = std::stoi(bounded.substr(plus + 1));
+  EXPECT_GT(left_out, 0);
+  EXPECT_LT(left_out, 40);
+}
+
+TEST(AccountingMerge, JobstatsTextIsKeptAndOursAppended) {
+  const CommentMerge m = merge_accounting_comment("JS1:H4sIAAAA+2Y=", "triage=oom;blame=user-code");
+  EXPECT_TRUE(m.write);
+  EXPECT_EQ(m.value, "JS1:H4sIAAAA+2Y= triage=oom;blame=user-code");
+}
+
+TEST(AccountingMerge, OurEarlierSummaryIsReplacedAndTheHangMarkWithIt) {
+  const CommentMerge m = merge_accounting_comment(
+      "JS1:abc triage=hang;flagged=2026-11-24t20:02:24z", "triage=hang-timeout;blame=unknown");
+  EXPECT_TRUE(m.write);
+  EXPECT_EQ(m.value, "JS1:abc triage=hang-timeout;blame=unknown");
+}
+
+TEST(AccountingMerge, TextWithQuotesIsLeftAloneBecauseSacctmgrWouldChangeIt) {
+  for (const char* theirs : {R"({"opt": 1})", "it's mine", "a|b", "line\nbreak"}) {
+    const CommentMerge m = merge_accounting_comment(theirs, "triage=oom");
+    EXPECT_FALSE(m.write) << theirs;
+    EXPECT_FALSE(m.unchanged) << theirs;
+  }
+}
+
+TEST(AccountingMerge, OurSummaryLowercasedBy2205CountsAsWritten) {
+  const CommentMerge m = merge_accounting_comment("triage=x;nodes=gpu-a1;report=/home/u/run/t.md",
+                                                  "triage=x;nodes=GPU-A1;report=/home/U/Run/t.md");
+  EXPECT_FALSE(m.write);
+  EXPECT_TRUE(m.unchanged);
+}
+
+TEST(AccountingMerge, AnExactRepeatIsUnchangedAndAFullFieldIsNot) {
+  EXPECT_TRUE(merge_accounting_comment("triage=oom", "triage=oom").unchanged);
+  const CommentMerge full = merge_accounting_comment(std::string(1020, 'x'), "triage=oom");
+  EXPECT_FALSE(full.write);
+  EXPECT_FALSE(full.unchanged);
+}
+
+}  // namespace
+}  // namespace triage::agent
