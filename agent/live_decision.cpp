@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/attempt_check.h"
 #include "common/live_cost.h"
 #include "common/time_util.h"
 
@@ -119,9 +120,8 @@ std::string to_string(const LiveAttempt& a) {
 }
 
 std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown) {
-  const LiveAttempt now = attempt_of(shown);
-  if (now != flagged) {
-    return "slurmctld shows another attempt of the job (" + to_string(now) +
+  if (!same_attempt(flagged.restart_count, flagged.start_time, shown)) {
+    return "slurmctld shows another attempt of the job (" + to_string(attempt_of(shown)) +
            ") than the one flagged (" + to_string(flagged) + ")";
   }
   if (shown.state != "RUNNING") {
