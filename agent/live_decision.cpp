@@ -119,6 +119,7 @@ std::string to_string(const LiveAttempt& a) {
          (a.start_time > 0 ? format_utc(a.start_time * 1000000) : std::string("(unknown)"));
 }
 
+// "The flagged attempt" in the sense the post-mortem requeue uses too (same_attempt).
 std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown) {
   if (!same_attempt(flagged.restart_count, flagged.start_time, shown)) {
     return "slurmctld shows another attempt of the job (" + to_string(attempt_of(shown)) +

@@ -99,8 +99,8 @@ LiveAttempt attempt_of(const JobFacts& shown);
 std::string to_string(const LiveAttempt& a);
 
 // Contract: why a hang action must not run on what slurmctld shows now ("" when it may): the job
-// must be the attempt that was flagged (same_attempt, agent/attempt_check.h) and RUNNING; a
-// requeued, restarted, suspended or ended job is left as it is.
+// must be the attempt that was flagged (same Restarts and start time) and RUNNING; a requeued,
+// restarted, suspended or ended job is left as it is.
 std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown);
 
 // A cancel or requeue is tried at most this often; a failed try is tried again after

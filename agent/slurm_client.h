@@ -31,8 +31,7 @@ class SlurmClient {
   // A job's facts from slurmctld (slurm_load_job; slurm_get_job_stdout for the expanded StdOut):
   // name, user, uid/gid, state, exit code, work dir, node list, batch host, times, restart count,
   // array and het job fields, ExcNodeList, batch and requeue flags. Read as structures: nothing a
-  // user wrote (a job name, a comment) can pose as another field. A COMPLETING job has no node
-  // list (Slurm shows only the nodes still completing then).
+  // user wrote (a job name, a comment) can pose as another field.
   // `error` says why when nullopt is returned (controller down, job purged, ...).
   virtual std::optional<JobFacts> load_job(uint64_t job_id, std::string& error) = 0;
 
