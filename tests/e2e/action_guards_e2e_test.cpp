@@ -200,10 +200,12 @@ constexpr const char* kFailsThenSteps =
 TEST(ActionGuards, AJobRequeuedByHandDuringItsAnalysisIsLeftToRunAndTheReportSaysWhy) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   (void)hung_job(c);
-  // --open-mode=append: the next attempt must not truncate the log the first one's report reads.
+  // --triage-requeue=2: the user's own requeue leaves one, so only the attempt check stands
+  // between the agent and a requeuehold of the new attempt. --open-mode=append: the next attempt
+  // must not truncate the log the first one's report reads.
   const LayoutJob j = submit_layout_job(
       c, "requeued-by-hand", "train", kFailsThenSteps,
-      {"-N", "1", "-t", "10", "--requeue", "--open-mode=append", "--triage-requeue=1"});
+      {"-N", "1", "-t", "10", "--requeue", "--open-mode=append", "--triage-requeue=2"});
   c.wait_running(j.id);
   const std::string first = c.job(j.id)["NodeList"];
   const std::string other = first == c.nodes()[0] ? c.nodes()[1] : c.nodes()[0];
@@ -233,7 +235,7 @@ TEST(ActionGuards, AJobRequeuedByHandDuringItsAnalysisIsLeftToRunAndTheReportSay
       seconds(60),
       [&] {
         running_first = running_first || job_field(c.job(j.id), "JobState") == "RUNNING";
-        return agent_lines_about(c, j.id).find("--triage-requeue=1:") != std::string::npos;
+        return agent_lines_about(c, j.id).find("--triage-requeue=2:") != std::string::npos;
       },
       std::chrono::milliseconds(50)))
       << agent_lines_about(c, j.id) << c.logs();
