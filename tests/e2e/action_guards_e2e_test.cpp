@@ -271,13 +271,13 @@ TEST(ActionGuards, AJobRequeuedByHandDuringItsAnalysisIsLeftToRunAndTheReportSay
   c.wait_job(j.id);
 }
 
-TEST(ActionGuards, ACancelScancelRefusesIsTriedThreeTimesThenReportedFailed) {
+TEST(ActionGuards, ACancelThatScancelRefusesIsTriedThreeTimesThenReportedFailed) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const LayoutJob& j = hung_job(c);
   c.wait_running(j.id);
   const std::string node = c.job(j.id)["BatchHost"];
-  // 10 steps, a stall of twice the threshold (max(2 x 1 s, 5 s); no node fact backs it), then 3
-  // tries, 10 s and 20 s apart.
+  // 10 steps, a stall of twice the threshold (max(2 x 1 s, 5 s); one threshold when the Xid of
+  // the requeue case is on the same node and backs it), then 3 tries, 10 s and 20 s apart.
   ASSERT_TRUE(within(seconds(10 + 2 * kStallMinSeconds + 30 + 40),
                      [&] {
                        return refused_tries(j.id).size() >= 3 &&
