@@ -115,8 +115,11 @@ TEST_F(SlurmClientTest, ARunningJobHasNoEndTimeYetAndACancelledOneSaysSo) {
 TEST_F(SlurmClientTest, ACompletingJobsFactsNameNoNodesRatherThanTheOnesStillCompleting) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   const std::string dir = c.make_job_dir("completing");
-  const uint32_t id = c.sbatch(dir, {"--wrap", "sleep 2"});
-  c.wait_running(id);
+  const uint32_t id = c.sbatch(dir, {"--wrap", "touch started; sleep 2"});
+  // RUNNING in slurmctld is not yet launched by slurmd: the script says when it runs.
+  for (int i = 0; i < 100 && !std::filesystem::exists(dir + "/started"); ++i)
+    usleep(100000);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/started")) << c.job(id)["JobState"];
   std::ifstream pid_file(c.state_dir() + "/pids/slurmd");
   pid_t slurmd = 0;
   ASSERT_TRUE(pid_file >> slurmd) << "no slurmd pid";
