@@ -112,6 +112,7 @@ TEST(ActionGuards, AUsersOwnFailingTwoNodeJobsWithUnknownBlameMakeNoNodeASuspect
   // 8 jobs that all failed on both nodes: counted, the two nodes would each be a suspect at
   // p = 0.5^8 < 0.01 / 2 (nothing else in the history to compare with).
   std::vector<LayoutJob> jobs;
+  jobs.reserve(8);
   for (int i = 0; i < 8; ++i) {
     jobs.push_back(submit_layout_job(c, "unknown-" + std::to_string(i), "fails", kFailsOnBothNodes,
                                      {"-N", "2", "--ntasks-per-node", "1", "-t", "5"}));
@@ -306,7 +307,7 @@ TEST(ActionGuards, ACancelThatScancelRefusesIsTriedThreeTimesThenReportedFailed)
   EXPECT_EQ(c.job(j.id)["JobState"], "RUNNING");
 
   // The test ends it (the real scancel); its final report says the cancel failed.
-  std::remove((fs::path(g_shim) / "refuse").c_str());
+  ASSERT_EQ(std::remove((fs::path(g_shim) / "refuse").c_str()), 0);
   const CommandResult ended = c.as_root({"scancel", std::to_string(j.id)});
   ASSERT_TRUE(ended.ok()) << ended.output;
   c.wait_job(j.id);
