@@ -8,10 +8,10 @@
 //   - one user's own failing two-node jobs with `unknown` blame make neither node a suspect, and
 //     a --triage-requeue job of theirs failing the same way is not requeued away from them.
 // scancel fails through a PATH shim: the agent looks its Slurm commands up in its own PATH, which
-// this binary puts the shim first in before the cluster starts; the shim refuses only the one job
-// named in its `refuse` file (as `scancel <id>`, the agent's form) and runs the real scancel for
-// everything else. The hung job starts in whichever case runs first, so that its 30 s of retries
-// overlap the other cases.
+// this binary puts the shim first in before the cluster starts; the shim refuses only the agent's
+// `scancel <id>` of the one job named in its `refuse` file and runs the real scancel for everyone
+// else (the test, the cluster's teardown, whichever cases ran). The hung job starts in whichever
+// case runs first, so that its 30 s of retries overlap the other cases.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -333,9 +333,12 @@ int main(int argc, char** argv) {
   const std::string shim = triage::testing::g_shim + "/scancel";
   std::ofstream(shim)
       << "#!/bin/sh\n"
-      << "# scancel for action_guards_e2e: refuses `scancel <id>` for the id in refuse, as Slurm\n"
-      << "# refusing would (stderr, exit 1); runs the real one for everything else.\n"
+      << "# scancel for action_guards_e2e: refuses the agent's `scancel <id>` for the id in\n"
+      << "# refuse, as Slurm refusing would (stderr, exit 1); runs the real one for everything\n"
+      << "# else. The agent runs its commands with its own fixed PATH; anyone else found this\n"
+      << "# file through theirs (the test, the cluster's teardown) and gets the real scancel.\n"
       << "d=" << dir << "\n"
+      << "case :$PATH: in *:$d:*) exec /usr/bin/scancel \"$@\" ;; esac\n"
       << "if [ $# -eq 1 ] && [ -f $d/refuse ] && [ \"$1\" = \"$(cat $d/refuse)\" ]; then\n"
       << "  echo \"$(date +%s.%N) $1\" >>$d/tries\n"
       << "  echo 'scancel: error: refused by the test shim' >&2\n"
