@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/attempt_check.h"
 #include "common/live_cost.h"
 #include "common/time_util.h"
 
@@ -118,10 +119,10 @@ std::string to_string(const LiveAttempt& a) {
          (a.start_time > 0 ? format_utc(a.start_time * 1000000) : std::string("(unknown)"));
 }
 
+// "The flagged attempt" in the sense the post-mortem requeue uses too (same_attempt).
 std::string attempt_mismatch(const LiveAttempt& flagged, const JobFacts& shown) {
-  const LiveAttempt now = attempt_of(shown);
-  if (now != flagged) {
-    return "slurmctld shows another attempt of the job (" + to_string(now) +
+  if (!same_attempt(flagged.restart_count, flagged.start_time, shown)) {
+    return "slurmctld shows another attempt of the job (" + to_string(attempt_of(shown)) +
            ") than the one flagged (" + to_string(flagged) + ")";
   }
   if (shown.state != "RUNNING") {

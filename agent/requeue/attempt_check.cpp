@@ -20,6 +20,11 @@ bool not_ended(const std::string& state) {
 
 }  // namespace
 
+bool same_attempt(int restart_count, int64_t start_time, const JobFacts& shown) {
+  if (shown.restart_count != restart_count) return false;
+  return start_time == 0 || shown.start_time == 0 || shown.start_time == start_time;
+}
+
 std::string attempt_changed(const JobFacts& analysed, const JobFacts& now) {
   if (now.job_id != analysed.job_id) {
     return "Slurm answered with job " + std::to_string(now.job_id) + ", not " +
@@ -41,8 +46,9 @@ std::string attempt_changed(const JobFacts& analysed, const JobFacts& now) {
     return "Slurm shows the job " + (now.state.empty() ? std::string("in no state") : now.state) +
            ", not ended: that is not the attempt that was analysed";
   }
-  if (analysed.source == "slurmctld" && analysed.start_time != 0 &&
-      now.start_time != analysed.start_time) {
+  // The epilog's start time is the agent's own clock, not comparable with slurmctld's.
+  const int64_t analysed_start = analysed.source == "slurmctld" ? analysed.start_time : 0;
+  if (!same_attempt(analysed.restart_count, analysed_start, now)) {
     return "Slurm shows the job started at " + std::to_string(now.start_time) +
            ", the analysed attempt at " + std::to_string(analysed.start_time);
   }

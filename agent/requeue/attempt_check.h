@@ -3,11 +3,19 @@
 // since, `scontrol requeuehold` would kill the healthy new attempt and use up one of N.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/model.h"
 
 namespace triage::agent {
+
+// Contract: whether `shown` is the attempt of its job that has `restart_count` and started at
+// `start_time`: the same restart count (Slurm's Restarts) and, when both start times are known
+// (not 0), the same start time. The one notion of "the same attempt" both action checks use: the
+// post-mortem requeue's below, which also wants it ended, and the live actions' (attempt_mismatch,
+// agent/live_decision.h), which want it running.
+bool same_attempt(int restart_count, int64_t start_time, const JobFacts& shown);
 
 // Contract: "" when `now` (slurmctld's record, SlurmClient::load_job) is the ended attempt
 // `analysed` describes: the same job id and array task, the same restart count, the same start

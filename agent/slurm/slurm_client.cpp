@@ -264,7 +264,11 @@ class LibslurmClient final : public SlurmClient {
     char err_path[4096] = {};
     slurm_get_job_stderr(err_path, sizeof(err_path), &j);
     f.stderr_path = err_path;
-    if (j.nodes != nullptr && *j.nodes != '\0') {
+    // While a job is COMPLETING, slurmctld sends only the nodes still completing in `nodes`
+    // (pack_job packs node_bitmap_cg then; 22.05 and 24.11), not its allocation: a node whose
+    // epilog finished first would drop out of the job. Left empty, the epilog's SLURM_NODELIST
+    // takes its place (merge_facts).
+    if ((j.job_state & JOB_COMPLETING) == 0 && j.nodes != nullptr && *j.nodes != '\0') {
       try {
         f.nodes = expand_hostlist(j.nodes, "slurmctld node list");
       } catch (const InputError& e) {

@@ -1,5 +1,6 @@
 // agent/slurm/slurm_client.cpp against a real slurmctld (Debian's, on loopback): job facts, the
 // expanded StdOut path, node state, and drains that never override someone else's.
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -104,6 +106,45 @@ TEST_F(SlurmClientTest, ARunningJobHasNoEndTimeYetAndACancelledOneSaysSo) {
   ASSERT_TRUE(f.has_value()) << error;
   EXPECT_EQ(f->state, "CANCELLED");
   EXPECT_GT(f->end_time, 0);
+}
+
+// While a job is COMPLETING slurmctld sends, in place of its allocation, the nodes still completing
+// (pack_job). two_node_e2e's leader once read a two-node job as one node that way and never asked
+// the other. Here slurmd is stopped (SIGSTOP) before the batch script ends, so the job stays
+// COMPLETING on its node: the facts name no nodes at all, and the job-end path takes the epilog's.
+TEST_F(SlurmClientTest, ACompletingJobsFactsNameNoNodesRatherThanTheOnesStillCompleting) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string dir = c.make_job_dir("completing");
+  const uint32_t id = c.sbatch(dir, {"--wrap", "touch started; sleep 2"});
+  // RUNNING in slurmctld is not yet launched by slurmd: the script says when it runs.
+  for (int i = 0; i < 100 && !std::filesystem::exists(dir + "/started"); ++i)
+    usleep(100000);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/started")) << c.job(id)["JobState"];
+  std::ifstream pid_file(c.state_dir() + "/pids/slurmd");
+  pid_t slurmd = 0;
+  ASSERT_TRUE(pid_file >> slurmd) << "no slurmd pid";
+  ASSERT_EQ(kill(slurmd, SIGSTOP), 0);
+  // Continued whatever happens below.
+  struct Continue {
+    pid_t pid;
+    ~Continue() { (void)kill(pid, SIGCONT); }
+  } go_on{slurmd};
+  bool completing = false;
+  for (int i = 0; i < 100 && !completing; ++i) {
+    completing = c.job(id)["JobState"] == "COMPLETING";
+    if (!completing) usleep(100000);
+  }
+  ASSERT_TRUE(completing) << c.job(id)["JobState"];
+  std::string error;
+  const auto f = client_->load_job(id, error);
+  ASSERT_TRUE(f.has_value()) << error;
+  EXPECT_EQ(f->state, "COMPLETED");
+  EXPECT_EQ(f->nodes, std::vector<std::string>{}) << "the nodes still completing, not the job's";
+  ASSERT_EQ(kill(slurmd, SIGCONT), 0);
+  EXPECT_EQ(c.wait_job(id), "COMPLETED");
+  const auto done = client_->load_job(id, error);
+  ASSERT_TRUE(done.has_value()) << error;
+  EXPECT_EQ(done->nodes, std::vector<std::string>{c.node()});
 }
 
 TEST_F(SlurmClientTest, AnUnknownJobIsAnErrorThatSaysWhy) {

@@ -196,6 +196,25 @@ class LiveLoop : public ::testing::Test {
     return from + (n - 1) * kSec;
   }
 
+  // --triage-on-hang=requeue --triage-requeue=1 on a job that steps for 30 s and then hangs: the
+  // hang path requeues it at twice the threshold. Its last step's time.
+  int64_t requeued_after_30_steps(LiveMonitor& m) {
+    on_loop([this] { register_job("requeue", 1); });
+    requeue_allowed = true;
+    const int64_t last = steps_every_second(m, 30);
+    tick(m, last + 125 * kSec);
+    return last;
+  }
+
+  // The requeued first attempt's epilog reaches this node (its job_end, with `fields`).
+  void first_attempt_ended(int64_t last, nlohmann::json fields = nlohmann::json::object()) {
+    fields["time_usec"] = last;
+    on_loop([&] {
+      node.jobs().apply(parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", fields)),
+                        last + 126 * kSec);
+    });
+  }
+
   // The record of the current attempt (or of attempt `restart_count`).
   LiveRecord record(LiveMonitor& m, std::optional<int> restart_count = std::nullopt) {
     std::optional<LiveRecord> r;
@@ -534,12 +553,9 @@ TEST_F(LiveLoop, TheNodesWallClockSteppingForwardSixHoursIsNotASilence) {
 }
 
 TEST_F(LiveLoop, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItself) {
-  // --triage-on-hang=requeue --triage-requeue=1 on a job that always hangs.
-  on_loop([this] { register_job("requeue", 1); });
-  requeue_allowed = true;
+  // A job that always hangs.
   LiveMonitor& m = new_monitor();
-  const int64_t last = steps_every_second(m, 30);
-  tick(m, last + 125 * kSec);
+  const int64_t last = requeued_after_30_steps(m);
   ASSERT_EQ(commands.size(), 2U);
   EXPECT_EQ(commands[1], (std::vector<std::string>{"scontrol", "requeue", "4242"}));
   EXPECT_NE(record(m).action_reason.find("(requeue 1 of 1)"), std::string::npos)
@@ -547,11 +563,7 @@ TEST_F(LiveLoop, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItself) {
 
   // Slurm requeued it: the first attempt's epilog, then the second attempt starts on this node
   // (its output file starts over).
-  on_loop([&] {
-    node.jobs().apply(parse_lifecycle(testing::lifecycle(
-                          "job_end", kJob, "e0", {{"time_usec", last}, {"restart_count", 0}})),
-                      last + 126 * kSec);
-  });
+  first_attempt_ended(last, {{"restart_count", 0}});
   tick(m, last + 130 * kSec);
   EXPECT_EQ(m.followed(), 0U);
   restarts = 1;
@@ -593,16 +605,9 @@ TEST_F(LiveLoop, ARequeuedAttemptIsFollowedFlaggedAndReportedAsItself) {
 }
 
 TEST_F(LiveLoop, ARequeuedAttemptWhosePrologSlurmDidNotRunAgainIsStillANewAttempt) {
-  on_loop([this] { register_job("requeue", 1); });
-  requeue_allowed = true;
   LiveMonitor& m = new_monitor();
-  const int64_t last = steps_every_second(m, 30);
-  tick(m, last + 125 * kSec);  // requeued
-  on_loop([&] {
-    node.jobs().apply(
-        parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", {{"time_usec", last}})),
-        last + 126 * kSec);
-  });
+  const int64_t last = requeued_after_30_steps(m);
+  first_attempt_ended(last);
   tick(m, last + 130 * kSec);
   restarts = 1;
   started = last + 200 * kSec;
@@ -617,17 +622,10 @@ TEST_F(LiveLoop, ARequeuedAttemptWhosePrologSlurmDidNotRunAgainIsStillANewAttemp
 }
 
 TEST_F(LiveLoop, AJobEndAndTheNextAttemptsStartBetweenTwoPollsCloseTheFirstAttemptsRecord) {
-  on_loop([this] { register_job("requeue", 1); });
-  requeue_allowed = true;
   LiveMonitor& m = new_monitor();
-  const int64_t last = steps_every_second(m, 30);
-  tick(m, last + 125 * kSec);  // requeued
+  const int64_t last = requeued_after_30_steps(m);
   // Within 5 s: the epilog, then Slurm starts the job again here without its prolog.
-  on_loop([&] {
-    node.jobs().apply(
-        parse_lifecycle(testing::lifecycle("job_end", kJob, "e0", {{"time_usec", last}})),
-        last + 126 * kSec);
-  });
+  first_attempt_ended(last);
   restarts = 1;
   started = last + 128 * kSec;
   testing::write_file(log, "");

@@ -12,6 +12,7 @@
 
 #include "agent/job_end/job_end.h"
 #include "agent/live/hang_commands.h"
+#include "agent/live/live_decision.h"
 #include "agent/node/job_table.h"
 #include "agent/requeue/attempt_check.h"
 #include "agent/slurm/job_ref.h"
@@ -123,6 +124,24 @@ JobFacts analysed() {
   f.state = "FAILED";
   f.source = "slurmctld";
   return f;
+}
+
+TEST(AttemptCheck, TheSameAttemptIsTheSameRestartCountAndAKnownStartTime) {
+  const JobFacts shown = analysed();  // restart 2, started at 1000
+  EXPECT_TRUE(same_attempt(2, 1000, shown));
+  EXPECT_FALSE(same_attempt(1, 1000, shown)) << "requeued since";
+  EXPECT_FALSE(same_attempt(2, 900, shown)) << "restarted with the same count";
+  EXPECT_TRUE(same_attempt(2, 0, shown)) << "a start not known is not compared";
+  JobFacts pending = shown;
+  pending.start_time = 0;
+  EXPECT_TRUE(same_attempt(2, 1000, pending));
+  // Both action checks refuse the restart with the same count, each with its own words.
+  JobFacts restarted = shown;
+  restarted.start_time = 1300;
+  EXPECT_NE(attempt_changed(analysed(), restarted), "");
+  restarted.state = "RUNNING";
+  EXPECT_NE(attempt_mismatch(LiveAttempt{2, 1000}, restarted).find("another attempt"),
+            std::string::npos);
 }
 
 TEST(AttemptCheck, TheEndedAttemptThatWasAnalysedIsTheSame) {
