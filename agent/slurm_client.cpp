@@ -180,6 +180,7 @@ class LibslurmClient final : public SlurmClient {
       s.down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
       s.reason = str(n.reason);
       s.reason_uid = s.reason.empty() ? 0 : n.reason_uid;
+      s.reason_time = s.reason.empty() ? 0 : static_cast<int64_t>(n.reason_time);
       s.addr = n.node_addr != nullptr ? std::string(n.node_addr) : s.name;
       out = s;
     }

@@ -29,4 +29,13 @@ inline int last_error() {
 #endif
 }
 
+// Whether slurmctld clears a node's reason when it leaves DRAIN or DOWN (RESUME, UNDRAIN) in a
+// cluster without accounting storage (AccountingStorageType=accounting_storage/none). Up to
+// 23.02, clusteracct_storage_g_node_up() cleared it before calling the storage plugin; from
+// 23.11.0 it returns first when that plugin is a no-op, so the idle node keeps its old reason,
+// author and time (with slurmdbd it is cleared on every release). The agent does not depend on
+// it (agent/drain_steps.h compares a reason's author and time too); the tests state each case.
+inline constexpr bool kResumeClearsReasonWithoutAccounting =
+    SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(23, 11, 0);
+
 }  // namespace triage::slurm_compat
