@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "agent/drain_hygiene.h"
 #include "agent/drain_steps.h"
@@ -210,7 +212,8 @@ TEST_F(SlurmClientTest, AnAdminsDrainRepeatingTheReasonOfAResumedDrainIsStillThe
   } else {
     EXPECT_EQ(n->reason, admin) << "Slurm 23.11+ without accounting keeps the old reason";
   }
-  usleep(1100000);  // slurmctld keeps reason times in seconds: the admin's next drain is later
+  // slurmctld keeps reason times in seconds: the admin's next drain is a later one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
 
   agent::DrainSteps steps = agent::libslurm_drain_steps(*client_, c.node());
   const auto drain = steps.drain_keeping_reason;
