@@ -16,6 +16,7 @@ namespace {
 const std::string kOurs = "triage: GPU 0000:c1:00.0 fell off the bus (Xid 79) [boot 3f2a9c1b]";
 const std::string kAdmin = "bad DIMM, ticket 4411";
 constexpr uint32_t kAdminUid = 1000;
+constexpr int64_t kWeek = int64_t{7} * 24 * 3600;
 
 // One node as slurmctld keeps it, and an admin who acts when the agent has taken `admin_after`
 // steps (reads and writes alike; -1: never).
@@ -83,7 +84,7 @@ TEST(DrainSteps, AnAdminsDrainRepeatingTheReasonLeftOnTheIdleNodeIsStillTheirs) 
   Ctld c;
   c.node.reason = kAdmin;  // from last week's drain, lifted since
   c.node.reason_uid = kAdminUid;
-  c.node.reason_time = c.clock - 7 * 24 * 3600;
+  c.node.reason_time = c.clock - kWeek;
   c.admin_after = 1;
   std::string error;
   EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
@@ -95,7 +96,7 @@ TEST(DrainSteps, AnIdleNodeCarryingAnOldReasonIsDrainedWithOurs) {
   Ctld c;
   c.node.reason = kAdmin;
   c.node.reason_uid = kAdminUid;
-  c.node.reason_time = c.clock - 7 * 24 * 3600;
+  c.node.reason_time = c.clock - kWeek;
   std::string error;
   EXPECT_TRUE(drain_in_steps(c.drain_steps(), kOurs, error)) << error;
   EXPECT_EQ(c.node.reason, kOurs);
