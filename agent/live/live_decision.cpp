@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/attempt_check.h"
+#include "agent/requeue/attempt_check.h"
 #include "common/live_cost.h"
 #include "common/time_util.h"
 

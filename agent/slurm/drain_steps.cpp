@@ -29,13 +29,17 @@ bool drain_in_steps(const DrainSteps& steps, const std::string& reason, std::str
   if (!steps.drain_keeping_reason(error)) return false;
   const std::optional<SlurmNodeState> drained = steps.read(error);
   if (!drained) return false;
-  // A reason that is not the one the node had when we looked was written since: somebody drained
-  // it in between, and the drain is theirs. A node with no DRAIN flag was resumed in between.
+  // A reason that is not the one the node had when we looked (text, author or time) was written
+  // since: somebody drained it in between, and the drain is theirs. A node with no DRAIN flag was
+  // resumed in between.
   if (!drained->drain) {
     error = "node " + before->name + " is " + drained->state + " again right after our drain";
     return false;
   }
-  if (drained->reason != before->reason && !is_own_reason(drained->reason)) {
+  const bool rewritten = drained->reason != before->reason ||
+                         drained->reason_uid != before->reason_uid ||
+                         drained->reason_time != before->reason_time;
+  if (rewritten && !is_own_reason(drained->reason)) {
     error = "node " + before->name + " was drained by someone else meanwhile (" +
             described(*drained) + "); the drain is theirs";
     return false;

@@ -6,6 +6,9 @@
 // it), then our reason once the node is drained with nobody else's. The second write can still
 // replace a reason written in the milliseconds between our re-read and it, on a node that already
 // shows as drained; that window is as small as Slurm allows (docs/security.md).
+// "Written since" is the reason, its author and its time, not the text alone: from 23.11 on, a
+// cluster without accounting storage keeps an undrained node's old reason (slurm_compat.h), and
+// an admin's new drain may repeat that text word for word.
 #pragma once
 
 #include <functional>

@@ -1,10 +1,9 @@
-// SlurmClient over libslurm 22.05: slurm_load_job / slurm_get_job_stdout for a job's facts,
-// slurm_load_node_single for a node's state, slurm_update_node for a drain and its lifting.
+// SlurmClient over libslurm (22.05 to 24.11; agent/slurm/slurm_compat.h): slurm_load_job /
+// slurm_get_job_stdout for a job's facts, slurm_load_node_single for a node's state,
+// slurm_update_node for a drain and its lifting.
 #include "agent/slurm/slurm_client.h"
 
 #include <pwd.h>
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 #include "agent/history/outcome_record.h"
 #include "agent/slurm/drain_steps.h"
+#include "agent/slurm/slurm_compat.h"
 #include "common/child_process.h"
 #include "common/error.h"
 #include "common/hostlist.h"
@@ -107,7 +107,7 @@ std::string node_state_name(uint32_t state) {
 }
 
 std::string last_slurm_error(std::string_view what) {
-  const int err = slurm_get_errno();
+  const int err = slurm_compat::last_error();
   return std::string(what) + ": " + slurm_strerror(err);
 }
 
@@ -180,6 +180,7 @@ class LibslurmClient final : public SlurmClient {
       s.down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
       s.reason = str(n.reason);
       s.reason_uid = s.reason.empty() ? 0 : n.reason_uid;
+      s.reason_time = s.reason.empty() ? 0 : static_cast<int64_t>(n.reason_time);
       s.addr = n.node_addr != nullptr ? std::string(n.node_addr) : s.name;
       out = s;
     }

@@ -22,6 +22,7 @@ struct SlurmNodeState {
   std::string reason;       // the reason someone gave, if any
   uint32_t reason_uid = 0;  // who set the reason
   std::string addr;         // NodeAddr: where the node is reached (may differ from its name)
+  int64_t reason_time = 0;  // when the reason was set (slurmctld's clock, seconds; 0: no reason)
 };
 
 class SlurmClient {

@@ -5,16 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "agent/health/drain_hygiene.h"
 #include "agent/slurm/drain_steps.h"
 #include "agent/slurm/slurm_client.h"
+#include "agent/slurm/slurm_compat.h"
 #include "tests/e2e/cluster_environment.h"
 
 namespace triage::testing {
@@ -214,7 +217,7 @@ TEST_F(SlurmClientTest, AnAdminsDrainBetweenOurCheckAndOurDrainKeepsItsReasonAnd
   const auto drain = steps.drain_keeping_reason;
   steps.drain_keeping_reason = [&c, drain](std::string& e) {
     EXPECT_TRUE(c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain",
-                           "reason=bios upgrade"})
+                           "reason=firmware flash, ticket 4412"})
                     .ok());
     return drain(e);
   };
@@ -224,10 +227,49 @@ TEST_F(SlurmClientTest, AnAdminsDrainBetweenOurCheckAndOurDrainKeepsItsReasonAnd
   auto n = client_->load_node(c.node(), error);
   ASSERT_TRUE(n.has_value()) << error;
   EXPECT_TRUE(n->drain);
-  EXPECT_EQ(n->reason, "bios upgrade") << "our drain replaced nothing";
+  EXPECT_EQ(n->reason, "firmware flash, ticket 4412") << "our drain replaced nothing";
   EXPECT_EQ(agent::drain_owner(*n), agent::DrainOwner::kAdmin);
   EXPECT_FALSE(client_->undrain_node(c.node(), "triage: gpu reset storm [boot 3f2a9c1b]", error));
   EXPECT_EQ(c.node_state(), "drained");
+}
+
+// From 23.11 on, a cluster without accounting storage (this one) keeps a resumed node's reason
+// (agent/slurm/slurm_compat.h); 22.05 clears it. An admin who drains the node again for the same
+// reason, in the same words, between our check and our drain, still owns the drain: the reason's
+// time tells the two apart.
+TEST_F(SlurmClientTest, AnAdminsDrainRepeatingTheReasonOfAResumedDrainIsStillTheirs) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string admin = "PSU swap, ticket 4413";
+  ASSERT_TRUE(
+      c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain", "reason=" + admin})
+          .ok());
+  ASSERT_TRUE(c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=resume"}).ok());
+  std::string error;
+  auto n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  ASSERT_FALSE(n->drain);
+  if (slurm_compat::kResumeClearsReasonWithoutAccounting) {
+    EXPECT_TRUE(n->reason.empty()) << n->reason;
+  } else {
+    EXPECT_EQ(n->reason, admin) << "Slurm 23.11+ without accounting keeps the old reason";
+  }
+  // slurmctld keeps reason times in seconds: the admin's next drain is a later one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+
+  agent::DrainSteps steps = agent::libslurm_drain_steps(*client_, c.node());
+  const auto drain = steps.drain_keeping_reason;
+  steps.drain_keeping_reason = [&c, drain, admin](std::string& e) {
+    EXPECT_TRUE(
+        c.as_root({"scontrol", "update", "nodename=" + c.node(), "state=drain", "reason=" + admin})
+            .ok());
+    return drain(e);
+  };
+  EXPECT_FALSE(agent::drain_in_steps(steps, "triage: gpu reset storm [boot 3f2a9c1b]", error));
+  EXPECT_NE(error.find("drained by someone else meanwhile"), std::string::npos) << error;
+  n = client_->load_node(c.node(), error);
+  ASSERT_TRUE(n.has_value()) << error;
+  EXPECT_EQ(n->reason, admin) << "our drain replaced nothing";
+  EXPECT_EQ(agent::drain_owner(*n), agent::DrainOwner::kAdmin);
 }
 
 TEST_F(SlurmClientTest, OurDrainInTwoStepsIsReadBackAsOurs) {
@@ -279,7 +321,14 @@ TEST_F(SlurmClientTest, OurDrainIsLiftedOnlyWhileItsReasonIsStillExactlyOurs) {
   EXPECT_FALSE(n->drain);
   // IDLE, perhaps +NOT_RESPONDING while slurmd re-registers after an earlier test's DOWN.
   EXPECT_EQ(n->state.rfind("IDLE", 0), 0u) << n->state;
-  EXPECT_TRUE(n->reason.empty()) << "UNDRAIN clears the reason: " << n->reason;
+  // 22.05 clears the reason; from 23.11 on, without accounting storage, Slurm leaves it on the
+  // idle node (agent/slurm/slurm_compat.h), where it makes no drain of anybody's.
+  if (slurm_compat::kResumeClearsReasonWithoutAccounting) {
+    EXPECT_TRUE(n->reason.empty()) << "UNDRAIN clears the reason: " << n->reason;
+  } else {
+    EXPECT_EQ(n->reason, ours) << "Slurm 23.11+ without accounting keeps it";
+  }
+  EXPECT_EQ(agent::drain_owner(*n), agent::DrainOwner::kNone);
   EXPECT_EQ(c.node_state().rfind("idle", 0), 0u) << c.node_state();
   EXPECT_FALSE(client_->undrain_node(c.node(), ours, error)) << "nothing left to lift";
 }

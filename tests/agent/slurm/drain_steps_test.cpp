@@ -1,6 +1,8 @@
 // Draining in two writes against a slurmctld that does what 22.05's update_node does (a reason in
-// an update replaces the node's reason, drained or not; DRAIN without a reason keeps it), with an
-// admin's `scontrol update State=DRAIN Reason=...` arriving at each point in between.
+// an update replaces the node's reason, its author and its time, drained or not; DRAIN without a
+// reason keeps them), with an admin's `scontrol update State=DRAIN Reason=...` arriving at each
+// point in between; and on an idle node that kept an old reason, as 23.11 and later leave one
+// without accounting storage.
 #include "agent/slurm/drain_steps.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,8 @@ namespace {
 
 const std::string kOurs = "triage: GPU 0000:c1:00.0 fell off the bus (Xid 79) [boot 3f2a9c1b]";
 const std::string kAdmin = "bad DIMM, ticket 4411";
+constexpr uint32_t kAdminUid = 1000;
+constexpr int64_t kWeek = int64_t{7} * 24 * 3600;
 
 // One node as slurmctld keeps it, and an admin who acts when the agent has taken `admin_after`
 // steps (reads and writes alike; -1: never).
@@ -20,6 +24,7 @@ struct Ctld {
   SlurmNodeState node{"gpu-a017", "IDLE", false, false, "", 0, "gpu-a017"};
   int steps = 0;
   int admin_after = -1;
+  int64_t clock = 1700000000;  // slurmctld's seconds: every write with a reason is a second later
 
   void step() {
     if (steps++ == admin_after) admin_drains();
@@ -28,6 +33,8 @@ struct Ctld {
     node.drain = true;
     node.state = "IDLE+DRAIN";
     node.reason = kAdmin;
+    node.reason_uid = kAdminUid;
+    node.reason_time = ++clock;
   }
   DrainSteps drain_steps() {
     DrainSteps s;
@@ -44,6 +51,8 @@ struct Ctld {
     s.set_reason = [this](const std::string& reason, std::string&) {
       step();
       node.reason = reason;
+      node.reason_uid = 0;
+      node.reason_time = ++clock;
       return true;
     };
     return s;
@@ -66,6 +75,31 @@ TEST(DrainSteps, AnAdminsDrainBetweenOurCheckAndOurDrainKeepsItsReasonAndIsNotOu
   EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
   EXPECT_EQ(c.node.reason, kAdmin) << "never replaced";
   EXPECT_NE(error.find("drained by someone else meanwhile"), std::string::npos) << error;
+}
+
+// Slurm 23.11 and later, without accounting storage, leave the reason of a drain that was lifted on
+// the idle node; the admin drains it again for the same reason, in the same words, between our
+// check and our drain. Only its new time tells the two apart.
+TEST(DrainSteps, AnAdminsDrainRepeatingTheReasonLeftOnTheIdleNodeIsStillTheirs) {
+  Ctld c;
+  c.node.reason = kAdmin;  // from last week's drain, lifted since
+  c.node.reason_uid = kAdminUid;
+  c.node.reason_time = c.clock - kWeek;
+  c.admin_after = 1;
+  std::string error;
+  EXPECT_FALSE(drain_in_steps(c.drain_steps(), kOurs, error));
+  EXPECT_EQ(c.node.reason, kAdmin) << "never replaced";
+  EXPECT_NE(error.find("drained by someone else meanwhile"), std::string::npos) << error;
+}
+
+TEST(DrainSteps, AnIdleNodeCarryingAnOldReasonIsDrainedWithOurs) {
+  Ctld c;
+  c.node.reason = kAdmin;
+  c.node.reason_uid = kAdminUid;
+  c.node.reason_time = c.clock - kWeek;
+  std::string error;
+  EXPECT_TRUE(drain_in_steps(c.drain_steps(), kOurs, error)) << error;
+  EXPECT_EQ(c.node.reason, kOurs);
 }
 
 TEST(DrainSteps, AnAdminsDrainRightAfterOursIsTheirsAndSaidSo) {
