@@ -41,8 +41,10 @@ std::string on_node(const std::string& node) {
 }
 
 // The group compared: the one in which most ranks stated a sequence number (sequence numbers of
-// different groups are unrelated); on a tie a named group before the unnamed timeout lines of
-// PyTorch before 2.3, then the lower id.
+// different groups are unrelated). The timeout lines that name no group (the only lines with a
+// number before PyTorch 2.3, printed beside the named ones later) are compared only when no named
+// group has two ranks: a job's subgroups time out at unrelated numbers, and those lines would mix
+// them. On a tie a named group comes before them, then the lower id.
 std::optional<Group> choose_group(const std::vector<CollectiveProgress>& all) {
   std::map<std::string, Group> groups;
   for (const auto& c : all) {
@@ -51,8 +53,12 @@ std::optional<Group> choose_group(const std::vector<CollectiveProgress>& all) {
     g.pg = c.pg;
     g.ranks.push_back(&c);
   }
+  const bool named_pair = std::any_of(groups.begin(), groups.end(), [](const auto& kv) {
+    return !kv.first.empty() && kv.second.ranks.size() >= 2;
+  });
   const Group* best = nullptr;
   for (const auto& [pg, g] : groups) {
+    if (pg.empty() && named_pair) continue;
     if (best == nullptr || g.ranks.size() > best->ranks.size() ||
         (g.ranks.size() == best->ranks.size() && best->pg.empty() && !pg.empty())) {
       best = &g;

@@ -321,6 +321,29 @@ TEST(HangOrigin, OnOldPyTorchTheOneRankWithoutATimeoutLineNeverReachedTheCollect
   EXPECT_EQ(t.hang_origin.signal, kSignalSilent);
 }
 
+TEST(HangOrigin, TimeoutsInDifferentSubgroupsAreNotComparedWithEachOther) {
+  // Two tensor-parallel pairs, each timing out in its own group at its own (unrelated) number.
+  std::string log;
+  for (int r = 0; r < 4; ++r) {
+    const int seq = r < 2 ? 500 : 900;
+    const std::string pg = r < 2 ? "2" : "3";
+    const std::string label = std::to_string(r) + ": ";
+    log +=
+        label + "[Rank " + std::to_string(r % 2) +
+        "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" + std::to_string(seq) +
+        ", OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600100 "
+        "milliseconds before timing out.\n";
+    log += label + "[PG " + pg + " Rank " + std::to_string(r % 2) +
+           "] Timeout at NCCL work: " + std::to_string(seq) +
+           ", last enqueued NCCL work: " + std::to_string(seq) +
+           ", last completed NCCL work: " + std::to_string(seq - 1) + ".\n";
+  }
+  const Triage t = diagnose_log(log, nullptr);
+  EXPECT_FALSE(t.hang_origin.found) << t.hang_origin.basis;
+  EXPECT_NE(t.hang_origin.reason.find("process group 2"), std::string::npos)
+      << t.hang_origin.reason;
+}
+
 TEST(HangOrigin, AJobThatNeitherHungNorTimedOutIsNotAskedWhereAHangBegan) {
   const Triage t =
       diagnose_log("0: Traceback (most recent call last):\n0: KeyError: 'x'\n", nullptr);
