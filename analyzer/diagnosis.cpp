@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
 #include "analyzer/blame_decision.h"
 #include "analyzer/consequence_links.h"
@@ -86,14 +87,29 @@ bool hang_like(const Triage& t) {
                      [&](const char* c) { return t.primary_failure == c; });
 }
 
+// The job log's watchdog numbers, then those of the per-rank logs for the (group, rank) pairs the
+// job log does not have (a rank's own log says the same, when both have it).
+std::vector<CollectiveProgress> all_collectives(const DiagnosisInput& in, const LogFacts& facts) {
+  std::vector<CollectiveProgress> all = facts.collectives;
+  if (in.extra_collectives == nullptr) return all;
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& c : all)
+    seen.emplace(c.pg, c.rank);
+  for (const auto& c : *in.extra_collectives) {
+    if (seen.emplace(c.pg, c.rank).second) all.push_back(c);
+  }
+  return all;
+}
+
 void judge_hang_origin(Triage& t, const DiagnosisInput& in, const LogFacts& facts) {
-  if (!hang_like(t) && facts.collectives.empty()) return;
+  std::vector<CollectiveProgress> collectives = all_collectives(in, facts);
+  if (!hang_like(t) && collectives.empty()) return;
   HangOriginInput hin = hang_origin_evidence(in.evidence, t.nodes);
-  hin.collectives = facts.collectives;
+  hin.collectives = collectives;
   hin.stall_usec = t.progress.last_step_time_usec;
   t.hang_origin_judged = true;
   t.hang_origin = decide_hang_origin(hin);
-  t.collectives = facts.collectives;
+  t.collectives = std::move(collectives);
 }
 
 // Progress is measured up to the job's end when it ended, else up to now.

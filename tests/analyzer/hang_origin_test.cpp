@@ -9,6 +9,8 @@
 
 #include "analyzer/collective_progress.h"
 #include "analyzer/diagnosis.h"
+#include "analyzer/job_analysis.h"
+#include "analyzer/job_locator.h"
 #include "analyzer/report_render.h"
 #include "common/text.h"
 #include "test_support.h"
@@ -134,28 +136,36 @@ Evidence four_node_job() {
 
 // Each rank's 2.6 watchdog lines: the ranks that reached `seq` time out in it; a rank at `seq - 1`
 // never enqueued it, has nothing to time out, and only prints the dump signal rank 0 sent.
+// Appends the parts as one line of a log.
+void add_line(std::string& log, std::initializer_list<std::string_view> parts) {
+  for (const auto p : parts)
+    log.append(p);
+  log += '\n';
+}
+
 std::string watchdog_lines(int64_t seq, const std::vector<int64_t>& behind) {
   std::string log;
   for (int64_t r = 0; r < 8; ++r) {
     const bool lag = std::find(behind.begin(), behind.end(), r) != behind.end();
-    const std::string who = "[PG ID 0 PG GUID 0(default_pg) Rank " + std::to_string(r) + "] ";
-    const std::string label = std::to_string(r) + ": [rank" + std::to_string(r) + "]:";
+    const std::string n = std::to_string(r);
+    const std::string who = "[PG ID 0 PG GUID 0(default_pg) Rank " + n + "] ";
+    const std::string label = n + ": [rank" + n + "]:";
     if (lag) {
-      log += label + "[E1121 10:40:02.1 ProcessGroupNCCL.cpp:1987] " + who +
-             "Received a dump signal due to a collective timeout from  rank 0 and we will try our "
-             "best to dump the debug info. Last enqueued NCCL work: " +
-             std::to_string(seq - 1) + ", last completed NCCL work: " + std::to_string(seq - 1) +
-             ".\n";
+      add_line(log, {label, "[E1121 10:40:02.1 ProcessGroupNCCL.cpp:1987] ", who,
+                     "Received a dump signal due to a collective timeout from  rank 0 and we will "
+                     "try our best to dump the debug info. Last enqueued NCCL work: ",
+                     std::to_string(seq - 1),
+                     ", last completed NCCL work: ", std::to_string(seq - 1), "."});
     } else {
-      log +=
-          label + "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:616] [Rank " + std::to_string(r) +
-          "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" + std::to_string(seq) +
-          ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 "
-          "milliseconds before timing out.\n";
-      log += label + "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:1785] " + who +
-             "Exception (either an error or timeout) detected by watchdog at work: " +
-             std::to_string(seq) + ", last enqueued NCCL work: " + std::to_string(seq) +
-             ", last completed NCCL work: " + std::to_string(seq - 1) + ".\n";
+      add_line(log, {label, "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:616] [Rank ", n,
+                     "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+                     std::to_string(seq),
+                     ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                     "600021 milliseconds before timing out."});
+      add_line(log, {label, "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:1785] ", who,
+                     "Exception (either an error or timeout) detected by watchdog at work: ",
+                     std::to_string(seq), ", last enqueued NCCL work: ", std::to_string(seq),
+                     ", last completed NCCL work: ", std::to_string(seq - 1), "."});
     }
   }
   return log;
@@ -268,7 +278,7 @@ TEST(HangOrigin, TasksEndingSecondsApartAsTheWatchdogTearsThemDownSingleNothingO
 TEST(HangOrigin, TheOnlyNodeWithTheJobsTasksInDStateIsTheOriginWhenTheNumbersAgree) {
   Evidence ev = four_node_job();
   ev.nodes[3].job_dstate = 2;
-  ev.nodes[3].dstate = DStateSummary{kT0 + 600 * 1, 2, 2, {{"nfs_wait_on_request", 2}}};
+  ev.nodes[3].dstate = DStateSummary{kT0 + 600, 2, 2, {{"nfs_wait_on_request", 2}}};
   const Triage t = diagnose_log(watchdog_lines(1042, {}), &ev);
   ASSERT_TRUE(t.hang_origin.found) << t.hang_origin.reason;
   EXPECT_FALSE(t.hang_origin.rank.has_value()) << "two ranks run on that node";
@@ -328,20 +338,44 @@ TEST(HangOrigin, TimeoutsInDifferentSubgroupsAreNotComparedWithEachOther) {
     const int seq = r < 2 ? 500 : 900;
     const std::string pg = r < 2 ? "2" : "3";
     const std::string label = std::to_string(r) + ": ";
-    log +=
-        label + "[Rank " + std::to_string(r % 2) +
-        "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" + std::to_string(seq) +
-        ", OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600100 "
-        "milliseconds before timing out.\n";
-    log += label + "[PG " + pg + " Rank " + std::to_string(r % 2) +
-           "] Timeout at NCCL work: " + std::to_string(seq) +
-           ", last enqueued NCCL work: " + std::to_string(seq) +
-           ", last completed NCCL work: " + std::to_string(seq - 1) + ".\n";
+    add_line(log, {label, "[Rank ", std::to_string(r % 2),
+                   "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+                   std::to_string(seq),
+                   ", OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for "
+                   "600100 milliseconds before timing out."});
+    add_line(log, {label, "[PG ", pg, " Rank ", std::to_string(r % 2), "] Timeout at NCCL work: ",
+                   std::to_string(seq), ", last enqueued NCCL work: ", std::to_string(seq),
+                   ", last completed NCCL work: ", std::to_string(seq - 1), "."});
   }
   const Triage t = diagnose_log(log, nullptr);
   EXPECT_FALSE(t.hang_origin.found) << t.hang_origin.basis;
   EXPECT_NE(t.hang_origin.reason.find("process group 2"), std::string::npos)
       << t.hang_origin.reason;
+}
+
+TEST(HangOrigin, FullModeReadsEachRanksOwnLogUnderTheRankItsFileNames) {
+  // A job directory with per-rank logs; the lines print the rank in a two-rank subgroup (0 or 1),
+  // the file names give the job's rank. rank-2.log never enqueued collective 41.
+  test::ScratchDir dir("hang-origin-rank-logs");
+  test::write_file(dir / "log", "0: [2026-11-21 10:00:00] completed step: 1, seconds: 1.0\n");
+  for (int r = 0; r < 4; ++r) {
+    const int seq = r == 2 ? 40 : 41;
+    std::string line;
+    add_line(line, {"[PG 2 Rank ", std::to_string(r % 2),
+                    "] Exception (either an error or timeout) detected by watchdog at work: ",
+                    std::to_string(seq), ", last enqueued NCCL work: ", std::to_string(seq),
+                    ", last completed NCCL work: ", std::to_string(seq - 1), "."});
+    test::write_file(dir / ("rank-" + std::to_string(r) + ".log"), line);
+  }
+  AnalysisOptions opt;
+  opt.mode = "full";
+  opt.slurm_state_option = "FAILED";
+  opt.now_usec = (kT0 + 3600) * kSec;
+  const JobReport rep =
+      analyze_job(resolve_job_path(dir.str()), test::shipped_plan(), nullptr, opt);
+  ASSERT_TRUE(rep.triage.hang_origin.found) << rep.triage.hang_origin.reason;
+  EXPECT_EQ(rep.triage.hang_origin.rank, 2);
+  EXPECT_EQ(rep.triage.hang_origin.signal, kSignalBehind);
 }
 
 TEST(HangOrigin, AJobThatNeitherHungNorTimedOutIsNotAskedWhereAHangBegan) {
