@@ -143,25 +143,34 @@ void add_line(std::string& log, std::initializer_list<std::string_view> parts) {
   log += '\n';
 }
 
+constexpr std::string_view kDumpSignal =
+    "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to "
+    "dump the debug info. Last enqueued NCCL work: ";
+constexpr std::string_view kTimeoutTail =
+    ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 milliseconds "
+    "before timing out.";
+constexpr std::string_view kAllgatherTail =
+    ", OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600100 milliseconds "
+    "before timing out.";
+
 std::string watchdog_lines(int64_t seq, const std::vector<int64_t>& behind) {
   std::string log;
   for (int64_t r = 0; r < 8; ++r) {
     const bool lag = std::find(behind.begin(), behind.end(), r) != behind.end();
     const std::string n = std::to_string(r);
     const std::string who = "[PG ID 0 PG GUID 0(default_pg) Rank " + n + "] ";
-    const std::string label = n + ": [rank" + n + "]:";
+    std::string label = n;
+    label += ": [rank";
+    label += n;
+    label += "]:";
     if (lag) {
-      add_line(log, {label, "[E1121 10:40:02.1 ProcessGroupNCCL.cpp:1987] ", who,
-                     "Received a dump signal due to a collective timeout from  rank 0 and we will "
-                     "try our best to dump the debug info. Last enqueued NCCL work: ",
+      add_line(log, {label, "[E1121 10:40:02.1 ProcessGroupNCCL.cpp:1987] ", who, kDumpSignal,
                      std::to_string(seq - 1),
                      ", last completed NCCL work: ", std::to_string(seq - 1), "."});
     } else {
       add_line(log, {label, "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:616] [Rank ", n,
                      "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
-                     std::to_string(seq),
-                     ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
-                     "600021 milliseconds before timing out."});
+                     std::to_string(seq), kTimeoutTail});
       add_line(log, {label, "[E1121 10:40:01.9 ProcessGroupNCCL.cpp:1785] ", who,
                      "Exception (either an error or timeout) detected by watchdog at work: ",
                      std::to_string(seq), ", last enqueued NCCL work: ", std::to_string(seq),
@@ -340,9 +349,7 @@ TEST(HangOrigin, TimeoutsInDifferentSubgroupsAreNotComparedWithEachOther) {
     const std::string label = std::to_string(r) + ": ";
     add_line(log, {label, "[Rank ", std::to_string(r % 2),
                    "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
-                   std::to_string(seq),
-                   ", OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for "
-                   "600100 milliseconds before timing out."});
+                   std::to_string(seq), kAllgatherTail});
     add_line(log, {label, "[PG ", pg, " Rank ", std::to_string(r % 2), "] Timeout at NCCL work: ",
                    std::to_string(seq), ", last enqueued NCCL work: ", std::to_string(seq),
                    ", last completed NCCL work: ", std::to_string(seq - 1), "."});
