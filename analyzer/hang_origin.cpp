@@ -200,9 +200,10 @@ HangOrigin judge_behind(const HangOriginInput& in, const HangOriginPolicy& polic
     const int64_t r = behind.front();
     return origin(r, node_of(in, r), kSignalBehind,
                   "rank " + std::to_string(r) + "'s last enqueued collective is " +
-                      std::to_string(low) + " while the other " + std::to_string(ahead.size()) +
-                      " reporting rank" + (ahead.size() == 1 ? "" : "s") + " reached " +
-                      std::to_string(high) + where +
+                      std::to_string(low) + " while the other " +
+                      (ahead.size() == 1 ? std::string("reporting rank")
+                                         : std::to_string(ahead.size()) + " reporting ranks") +
+                      " reached " + std::to_string(high) + where +
                       ": it never reached the collective they wait in");
   }
   const std::string lag = "ranks " + rank_list(behind) + " are behind the others (last enqueued " +
