@@ -1,13 +1,19 @@
 // diagnose() decides, for one job: its status (status_decision.h), the primary failure among every
 // class found (primary_failure.h), how the other findings relate to it (consequence_links.h), the
 // node table, heartbeat check and Ray facts (node_evidence.h, heartbeat_check.h, run_context.h),
+// where a hang began (hang_origin.h),
 // whose fault it was (blame_decision.h), and the words and next steps (diagnosis_narrative.h).
 // This file only runs those stages in order.
 #include "analyzer/diagnosis.h"
 
+#include <algorithm>
+#include <iterator>
+#include <set>
+
 #include "analyzer/blame_decision.h"
 #include "analyzer/consequence_links.h"
 #include "analyzer/diagnosis_narrative.h"
+#include "analyzer/hang_origin.h"
 #include "analyzer/heartbeat_check.h"
 #include "analyzer/node_evidence.h"
 #include "analyzer/primary_failure.h"
@@ -70,6 +76,40 @@ Timeline read_timeline(const DiagnosisInput& in, const SignatureCatalog& cat) {
   }
   f.log_mtime_usec = in.log_mtime_usec;
   return build_timeline(f);
+}
+
+// The failure classes that are a hang or a collective's timeout: the ones whose report says where
+// the hang began.
+bool hang_like(const Triage& t) {
+  static const char* const kHangClasses[] = {"hang", "nccl-timeout"};
+  if (t.status == kStatusHanging) return true;
+  return std::any_of(std::begin(kHangClasses), std::end(kHangClasses),
+                     [&](const char* c) { return t.primary_failure == c; });
+}
+
+// The job log's watchdog numbers, then those of the per-rank logs for the (group, rank) pairs the
+// job log does not have (a rank's own log says the same, when both have it).
+std::vector<CollectiveProgress> all_collectives(const DiagnosisInput& in, const LogFacts& facts) {
+  std::vector<CollectiveProgress> all = facts.collectives;
+  if (in.extra_collectives == nullptr) return all;
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& c : all)
+    seen.emplace(c.pg, c.rank);
+  for (const auto& c : *in.extra_collectives) {
+    if (seen.emplace(c.pg, c.rank).second) all.push_back(c);
+  }
+  return all;
+}
+
+void judge_hang_origin(Triage& t, const DiagnosisInput& in, const LogFacts& facts) {
+  std::vector<CollectiveProgress> collectives = all_collectives(in, facts);
+  if (!hang_like(t) && collectives.empty()) return;
+  HangOriginInput hin = hang_origin_evidence(in.evidence, t.nodes);
+  hin.collectives = collectives;
+  hin.stall_usec = t.progress.last_step_time_usec;
+  t.hang_origin_judged = true;
+  t.hang_origin = decide_hang_origin(hin);
+  t.collectives = std::move(collectives);
 }
 
 // Progress is measured up to the job's end when it ended, else up to now.
@@ -184,6 +224,7 @@ Triage diagnose(const DiagnosisInput& in) {
   t.nodes = build_node_table(in.evidence, in.scan != nullptr ? &facts : nullptr);
   if (in.scan != nullptr) t.heartbeat = check_heartbeat(facts, in.scan->first_error_by_rank, cat);
   t.ray = ray_info(facts, t.status, in.has_tsdb_dir);
+  judge_hang_origin(t, in, facts);
   if (in.scan != nullptr)
     t.last_lines = last_lines_shown(in.scan->tail, t.status, t.primary_failure, cat);
 

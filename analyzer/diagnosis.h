@@ -21,6 +21,8 @@ struct DiagnosisInput : JobIdentity {
   const ScanResult* scan = nullptr;              // null when the log could not be read
   std::vector<const ScanResult*> extra_scans;    // full mode: rank logs, Ray worker logs
   const RestoreFacts* worker_restore = nullptr;  // restore/fresh marker found in Ray worker logs
+  // Full mode: the NCCL watchdog's numbers in the per-rank logs (extra_logs.h).
+  const std::vector<CollectiveProgress>* extra_collectives = nullptr;
   const Evidence* evidence = nullptr;
   std::string slurm_state;         // trusted Slurm state ("" = unknown)
   std::string slurm_state_source;  // evidence | option | squeue | unavailable

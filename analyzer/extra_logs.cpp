@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/safe_io.h"
+#include "common/text.h"
 
 namespace triage {
 
@@ -39,6 +40,16 @@ std::vector<std::string> list_names(int dirfd, const std::string& sub, size_t ma
     // an unreadable directory contributes no logs
   }
   return out;
+}
+
+// Ranks x groups kept from the per-rank logs, as for the job's own log (log_facts.cpp).
+constexpr size_t kMaxExtraCollectives = 16384;
+
+// rank-3.log -> 3; -1 for any other name (rank-3-retry.log, worker logs).
+int64_t rank_of_file(const std::string& rel) {
+  if (!matches(rel, "rank-", {".log"})) return -1;
+  const auto n = parse_int(std::string_view(rel).substr(5, rel.size() - 9));
+  return n && *n >= 0 ? *n : -1;
 }
 
 void merge_into(ScanResult& dst, ScanResult&& src) {
@@ -133,6 +144,13 @@ ExtraLogs scan_extra_logs(int job_dir_fd, const ScanPlan& plan, bool full,
         out.restore.source = files[i];
       }
       if (full) {
+        if (const int64_t rank = rank_of_file(files[i]); rank >= 0) {
+          for (auto& c : r.facts.collectives) {
+            if (out.collectives.size() >= kMaxExtraCollectives) break;
+            c.rank = rank;
+            out.collectives.push_back(std::move(c));
+          }
+        }
         for (const auto& m : r.classes)
           out.any_findings = out.any_findings || m.count > 0;
         merge_into(out.merged, std::move(r));

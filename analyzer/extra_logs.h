@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/collective_progress.h"
 #include "analyzer/log_scanner.h"
 
 namespace triage {
@@ -26,6 +27,10 @@ struct ExtraLogs {
   ScanResult merged;  // findings of every extra file (Finding::source names the file)
   bool any_findings = false;
   RestoreFacts restore;  // restore/fresh marker from a worker log
+  // Full mode: the NCCL watchdog's numbers in the per-rank logs, each under the rank its file
+  // name gives (rank-3.log: rank 3), which is the global rank a line's own "[PG 1 Rank 0]" may not
+  // be (bounded).
+  std::vector<CollectiveProgress> collectives;
   size_t files_scanned = 0;
   std::vector<std::string> notes;
 };

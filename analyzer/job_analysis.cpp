@@ -98,6 +98,7 @@ JobReport analyze_job(const JobTarget& target, const ScanPlan& plan, const Evide
         in.notes.push_back(n);
       if (extra.restore.restored_step || extra.restore.fresh) in.worker_restore = &extra.restore;
       if (extra.any_findings) in.extra_scans.push_back(&extra.merged);
+      if (!extra.collectives.empty()) in.extra_collectives = &extra.collectives;
     } catch (const std::system_error& e) {
       in.notes.push_back("Could not open the job directory " + target.job_dir + ": " +
                          e.code().message() + ".");

@@ -22,6 +22,8 @@ constexpr size_t kMaxSelfReports = 65536;
 constexpr size_t kMaxTracebacks = 64;
 constexpr size_t kMaxOpenTracebacks = 64;
 constexpr size_t kMaxEarlierSegments = 8;
+// Ranks x process groups whose watchdog numbers are kept: thousands of ranks in a few groups.
+constexpr size_t kMaxCollectiveFacts = 16384;
 constexpr int64_t kSummaryWindow = 40;
 constexpr int64_t kHeartbeatWindow = 12;
 constexpr int64_t kTracebackWindow = 400;
@@ -148,6 +150,12 @@ const std::vector<FactTrigger>& fact_triggers() {
         {"evaluating iter", FactKind::kEvaluation},
         {"completed eval step", FactKind::kEvaluation},
         {"***** evaluating ", FactKind::kEvaluation},
+        // PyTorch's NCCL watchdog, every 2.x wording (collective_progress.h): "last enqueued NCCL
+        // work: E" (and "Last ..."), 2.7+ "last enqueued work: E", and the timeout line that
+        // alone carries the sequence number in 2.0-2.2.
+        {"nqueued nccl work: ", FactKind::kCollective},
+        {"last enqueued work: ", FactKind::kCollective},
+        {"watchdog caught collective operation timeout", FactKind::kCollective},
     };
     // "ssh -L <port>:..." or "ssh -L localhost:...": spelled out so that every trigger literal is
     // at least 8 bytes long (the literal search samples every min_length - 3 bytes).
@@ -252,6 +260,28 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   if (has(FactKind::kRestore)) on_restore(lt, line_no, false);
   if (has(FactKind::kCheckpointSave)) on_pause(facts_.checkpoint_save, lt, line_no);
   if (has(FactKind::kEvaluation)) on_pause(facts_.evaluation, lt, line_no);
+  if (has(FactKind::kCollective)) on_collective(lt, line_no);
+}
+
+void FactCollector::on_collective(const LineText& lt, int64_t line_no) {
+  auto p = parse_collective_line(lt);
+  if (!p) return;
+  p->line = line_no;
+  auto key = std::make_pair(p->pg, p->rank);
+  auto it = collective_index_.find(key);
+  if (it == collective_index_.end()) {
+    if (facts_.collectives.size() >= kMaxCollectiveFacts) return;
+    collective_index_.emplace(std::move(key), facts_.collectives.size());
+    facts_.collectives.push_back(std::move(*p));
+    return;
+  }
+  // A line states some of the numbers; the others keep what earlier lines said.
+  CollectiveProgress& c = facts_.collectives[it->second];
+  if (p->last_enqueued != kSeqUnknown) c.last_enqueued = p->last_enqueued;
+  if (p->last_completed != kSeqUnknown) c.last_completed = p->last_completed;
+  if (p->timed_out != kSeqUnknown) c.timed_out = p->timed_out;
+  if (p->dump_from_rank >= 0) c.dump_from_rank = p->dump_from_rank;
+  c.line = line_no;
 }
 
 void FactCollector::continue_steps(const StepSegment& seg) {

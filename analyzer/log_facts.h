@@ -1,9 +1,10 @@
 // Structured facts a training log states outright, extracted in the same pass as the signature
 // scan: training steps, the JOB SUMMARY, the run's config (steps=, checkpointing), node exits, task
 // failures reported by srun, the Ray tunnel, heartbeat accusations, tracebacks, checkpoint
-// restore markers, and the lines that announce a pause in training (a checkpoint save, an
-// evaluation pass). Each extractor is triggered by a literal (see fact_triggers()) and may ask for
-// the lines that follow (a summary block, a traceback).
+// restore markers, the lines that announce a pause in training (a checkpoint save, an
+// evaluation pass), and each rank's NCCL watchdog numbers (collective_progress.h). Each extractor
+// is triggered by a literal (see fact_triggers()) and may ask for the lines that follow (a summary
+// block, a traceback).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analyzer/collective_progress.h"
 #include "analyzer/line_text.h"
 
 namespace triage {
@@ -35,6 +37,7 @@ enum class FactKind : uint8_t {
   kRestore,
   kCheckpointSave,
   kEvaluation,
+  kCollective,
   kCount
 };
 struct FactTrigger {
@@ -161,6 +164,8 @@ struct LogFacts {
   PauseAnnouncement checkpoint_save;  // "Saving checkpoint", "Saving model checkpoint to", ...
   PauseAnnouncement evaluation;       // "***** Running Evaluation *****", "Evaluating iter", ...
   bool ray_enabled = false;           // RAY=1 in the header
+  // Each rank's NCCL watchdog numbers per process group, in the order first seen (bounded).
+  std::vector<CollectiveProgress> collectives;
 };
 
 // Feeds lines to the extractors. The scanner calls on_line() for every line that holds a trigger
@@ -201,6 +206,7 @@ class FactCollector {
   void on_traceback_window_line(const LineText& lt, int64_t line_no);
   void on_restore(const LineText& lt, int64_t line_no, bool fresh);
   void on_pause(PauseAnnouncement& pause, const LineText& lt, int64_t line_no);
+  void on_collective(const LineText& lt, int64_t line_no);
 
   struct OpenTraceback {
     int64_t rank = -1;
@@ -214,6 +220,7 @@ class FactCollector {
   int64_t summary_lines_left_ = 0;
   int64_t heartbeat_lines_left_ = 0;
   std::vector<OpenTraceback> open_tracebacks_;
+  std::map<std::pair<std::string, int64_t>, size_t> collective_index_;  // (pg, rank) -> index
 };
 
 // "steps=5000 enable_checkpointing=true" -> key/value pairs (quotes and commas tolerated).

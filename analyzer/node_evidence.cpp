@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <csignal>
 #include <map>
+#include <set>
 
+#include "common/text.h"
 #include "common/time_util.h"
 #include "common/wait_status.h"
 
@@ -286,6 +288,44 @@ std::vector<NodeRow> build_node_table(const Evidence* evidence, const LogFacts* 
   for (auto& r : rows)
     std::sort(r.ranks.begin(), r.ranks.end());
   return rows;
+}
+
+HangOriginInput hang_origin_evidence(const Evidence* evidence, const std::vector<NodeRow>& nodes) {
+  HangOriginInput in;
+  for (const auto& r : nodes) {
+    for (const int64_t rank : r.ranks)
+      in.rank_node.emplace(rank, r.host);
+  }
+  if (evidence == nullptr) return in;
+  // The ranks are the tasks of the job's training step: the latest numbered step (the batch and
+  // extern steps number their tasks from 0 too).
+  int64_t step = -1;
+  for (const auto& node : evidence->nodes) {
+    for (const auto& t : node.tasks) {
+      if (const auto n = parse_int(t.step)) step = std::max(step, *n);
+    }
+  }
+  std::set<int64_t> ranks;
+  for (const auto& node : evidence->nodes) {
+    for (const auto& t : node.tasks) {
+      const auto n = parse_int(t.step);
+      if (!n || *n != step || t.rank < 0) continue;
+      ranks.insert(t.rank);
+      in.rank_node[t.rank] = t.host.empty() ? node.host : t.host;
+      if (t.end_usec > 0 && t.wait_status)
+        in.task_ends.push_back(RankEnd{t.rank, node.host, t.end_usec, task_outcome(t)});
+    }
+    NodeStallSignals sig;
+    sig.host = node.host;
+    sig.job_dstate = node.job_dstate;
+    for (const auto& e : node.events) {
+      if (severity_at_least(e.severity, Severity::kWarning))
+        sig.events.emplace_back(e.time_usec, describe_event(e));
+    }
+    if (sig.job_dstate > 0 || !sig.events.empty()) in.nodes.push_back(std::move(sig));
+  }
+  in.known_ranks.assign(ranks.begin(), ranks.end());
+  return in;
 }
 
 }  // namespace triage

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analyzer/finding.h"
+#include "analyzer/hang_origin.h"
 #include "analyzer/log_facts.h"
 #include "analyzer/signature_catalog.h"
 #include "analyzer/triage_report.h"
@@ -28,6 +29,12 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
 
 // The node table: agent evidence first (in the evidence's order), then hosts only the log names.
 std::vector<NodeRow> build_node_table(const Evidence* evidence, const LogFacts* facts);
+
+// What the node table and the agents' evidence tell where_hang_began (hang_origin.h): the rank ->
+// node layout (the table's, which has the agents' task exits and the log's srun lines), and from
+// the evidence the ranks of the job step, each task's end, the nodes' D-state tasks and their
+// kernel events. The log's collective facts are not filled in.
+HangOriginInput hang_origin_evidence(const Evidence* evidence, const std::vector<NodeRow>& nodes);
 
 // True when every NODE_EXIT line reports 143: a clean cancellation, not a node failure.
 bool all_nodes_exited_sigterm(const LogFacts& facts);

@@ -45,6 +45,59 @@ json opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
 
+// How many ranks' watchdog numbers triage.json lists (the decision saw them all).
+constexpr size_t kMaxCollectivesShown = 256;
+
+json seq_json(int64_t v) {
+  return v == kSeqUnknown ? json(nullptr) : json(v);
+}
+
+// "hang_origin": {rank, node, signal, basis} or null with "hang_origin_reason" (null too when the
+// job neither hung nor timed out in a collective, so the question was not asked).
+void hang_origin_json(const Triage& t, json& j) {
+  const HangOrigin& o = t.hang_origin;
+  if (t.hang_origin_judged && o.found) {
+    j["hang_origin"] = {{"rank", opt(o.rank)},
+                        {"node", o.node.empty() ? json(nullptr) : json(o.node)},
+                        {"signal", o.signal},
+                        {"basis", o.basis}};
+    j["hang_origin_reason"] = nullptr;
+  } else {
+    j["hang_origin"] = nullptr;
+    j["hang_origin_reason"] = t.hang_origin_judged ? json(o.reason) : json(nullptr);
+  }
+  j["hang_outside_communication"] = t.hang_origin_judged && o.outside_communication;
+}
+
+json collectives_json(const std::vector<CollectiveProgress>& all) {
+  json out = json::array();
+  for (size_t i = 0; i < all.size() && i < kMaxCollectivesShown; ++i) {
+    const CollectiveProgress& c = all[i];
+    out.push_back(
+        {{"rank", c.rank},
+         {"pg", c.pg.empty() ? json(nullptr) : json(c.pg)},
+         {"last_enqueued", seq_json(c.last_enqueued)},
+         {"last_completed", seq_json(c.last_completed)},
+         {"timed_out", seq_json(c.timed_out)},
+         {"dump_from_rank", c.dump_from_rank >= 0 ? json(c.dump_from_rank) : json(nullptr)},
+         {"line", c.line}});
+  }
+  return out;
+}
+
+// The report's line about where the hang began.
+std::string hang_origin_words(const HangOrigin& o) {
+  if (!o.found) {
+    return (o.outside_communication ? std::string("none: ") : std::string("none singled out: ")) +
+           md_prose(o.reason);
+  }
+  std::string who;
+  if (o.rank) who = "rank " + std::to_string(*o.rank);
+  if (!o.node.empty()) who += (who.empty() ? "node " : " on node ") + md_code_span(o.node);
+  if (!o.rank && o.node.empty()) who = "unknown";
+  return who + " (" + md_prose(o.basis) + "; signal " + md_code_span(o.signal) + ")";
+}
+
 json progress_json(const ProgressProjection& p) {
   if (!p.has_steps && !p.total_steps) return nullptr;
   json j = json::object();
@@ -273,6 +326,7 @@ std::string render_markdown(const Triage& t) {
     md += "**Primary failure:** " + md_code_span(t.primary_failure) + " (" +
           md_prose(t.primary_title) + ")  \n";
   }
+  if (t.hang_origin_judged) md += "**Hang origin:** " + hang_origin_words(t.hang_origin) + "  \n";
   if (t.blame) {
     md += "**Whose fault:** " + md_code_span(std::string(to_string(*t.blame))) + " (" +
           md_prose(t.blame_basis) + "; " +
@@ -445,6 +499,7 @@ json triage_to_json(const Triage& t) {
   j["primary_failure"] = t.primary_failure.empty() ? json(nullptr) : json(t.primary_failure);
   j["primary_title"] = t.primary_title.empty() ? json(nullptr) : json(t.primary_title);
   j["stage"] = t.stage.empty() ? json(nullptr) : json(t.stage);
+  hang_origin_json(t, j);
   j["blame"] = t.blame ? json(std::string(to_string(*t.blame))) : json(nullptr);
   j["blame_basis"] = t.blame ? json(t.blame_basis) : json(nullptr);
   j["blame_trusted"] = t.blame ? json(t.blame_trusted) : json(nullptr);
@@ -455,6 +510,7 @@ json triage_to_json(const Triage& t) {
     findings.push_back(finding_json(f));
   j["findings"] = findings;
   j["progress"] = progress_json(t.progress);
+  j["collective_progress"] = collectives_json(t.collectives);
   json nodes = json::array();
   for (const auto& r : t.nodes) {
     nodes.push_back({{"host", r.host},

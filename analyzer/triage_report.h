@@ -12,6 +12,7 @@
 
 #include "analyzer/blame.h"
 #include "analyzer/finding.h"
+#include "analyzer/hang_origin.h"
 #include "analyzer/job_identity.h"
 #include "analyzer/live_report.h"
 #include "analyzer/log_reader.h"
@@ -161,6 +162,11 @@ struct Triage : JobIdentity {
   std::vector<Finding> evidence;  // the primary failure's evidence, in order
   std::vector<std::string> evidence_notes;
   ProgressProjection progress;
+  // Where the hang began (hang_origin.h): judged when the job hung or a collective timed out, or
+  // the log has the watchdog's numbers; `collectives` are those numbers, per rank.
+  bool hang_origin_judged = false;
+  HangOrigin hang_origin;
+  std::vector<CollectiveProgress> collectives;
   std::vector<NodeRow> nodes;
   HeartbeatCheck heartbeat;
   RayInfo ray;
