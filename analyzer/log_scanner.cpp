@@ -287,9 +287,10 @@ class Scanner {
         if (use.pattern == 0 && text.substr(at, word.size()) != word) continue;
         const VocabGroup& g = vocab.groups[en.group];
         const bool placed = std::any_of(g.places.begin(), g.places.end(), [&](VocabPlace p) {
-          // A message is read where its group reads messages: in an exception's message, or
-          // wherever its tokens may stand.
-          if (use.pattern != 0 && p == VocabPlace::kExceptionType) return false;
+          // A message text is prose any line may hold: it counts only inside an exception's
+          // message or a line NCCL printed, never as a bare word or a status.
+          if (use.pattern != 0 && p != VocabPlace::kExceptionMessage && p != VocabPlace::kNcclLine)
+            return false;
           return token_in_place(text, at, word.size(), p, is_exc ? &exc : nullptr);
         });
         if (!placed) continue;

@@ -37,6 +37,12 @@ std::string_view trim_view(std::string_view s) {
   return s;
 }
 
+// "file:line: [vocab id]: key: message": the entry's own line, naming its section and key.
+InputError entry_error(const RuleSection& sec, const RuleEntry& e, const std::string& message) {
+  return InputError(sec.file, e.line,
+                    "[" + sec.type + " " + sec.id + "]: " + e.key + ": " + message);
+}
+
 }  // namespace
 
 bool VocabGroup::reads_in(VocabPlace p) const {
@@ -65,9 +71,9 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
       } else if (e.key == "read-in") {
         const auto p = parse_place(e.value);
         if (!p) {
-          errors.push_back(sec.error(e,
-                                     "expected exception-type, exception-message, status, "
-                                     "nccl-line or word"));
+          errors.push_back(entry_error(sec, e,
+                                       "expected exception-type, exception-message, status, "
+                                       "nccl-line or word"));
         } else {
           g.places.push_back(*p);
         }
@@ -76,9 +82,9 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
         const size_t bar = e.value.find(" | ");
         const std::string cls(trim_view(std::string_view(e.value).substr(0, bar)));
         if (bar == std::string::npos || e.value.size() <= bar + 3) {
-          errors.push_back(sec.error(e, "expected 'CLASS | log line'"));
+          errors.push_back(entry_error(sec, e, "expected 'CLASS | log line'"));
         } else if (!known_class(cls)) {
-          errors.push_back(sec.error(e, "unknown class '" + cls + "'"));
+          errors.push_back(entry_error(sec, e, "unknown class '" + cls + "'"));
         } else {
           g.examples.push_back({cls, e.value.substr(bar + 3), e.line});
         }
@@ -114,7 +120,7 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
         en.token = e.value;
       } else if (e.key == "message") {
         if (e.value.empty()) {
-          errors.push_back(sec.error(e, "expected the message text"));
+          errors.push_back(entry_error(sec, e, "expected the message text"));
           ok = false;
         } else {
           en.messages.push_back(e.value);
@@ -124,15 +130,15 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
       } else if (e.key == "class") {
         en.cls = e.value;
         if (!known_class(en.cls)) {
-          errors.push_back(sec.error(e, "unknown class '" + en.cls + "'"));
+          errors.push_back(entry_error(sec, e, "unknown class '" + en.cls + "'"));
           ok = false;
         }
       } else if (e.key == "blame") {
         const auto b = parse_blame_word(e.value);
         if (!b) {
-          errors.push_back(sec.error(e,
-                                     "expected user-code, user-config, input-data, platform, "
-                                     "scheduler or unknown"));
+          errors.push_back(entry_error(sec, e,
+                                       "expected user-code, user-config, input-data, platform, "
+                                       "scheduler or unknown"));
           ok = false;
         } else {
           en.blame = *b;
@@ -141,7 +147,8 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
       } else if (e.key == "defined-in") {
         en.defined_in = e.value;
       } else {
-        errors.push_back(sec.error(e, "unknown key (see docs/rules-format.md, vocabularies)"));
+        errors.push_back(
+            entry_error(sec, e, "unknown key (see docs/rules-format.md, vocabularies)"));
         ok = false;
       }
     }
