@@ -90,6 +90,21 @@ std::optional<BlameVerdict> refined_by_log(const SignatureClass& c,
   return std::nullopt;
 }
 
+// The blame the error's own vocabulary gives the token that named the failure (the first evidence
+// line a vocabulary entry with a `blame` named), with the line.
+std::optional<BlameVerdict> named_by_vocabulary(const SignatureCatalog& catalog,
+                                                const std::string& cls,
+                                                const std::vector<Finding>& evidence) {
+  for (const Finding& f : evidence) {
+    if (f.trusted || f.vocabulary.empty() || f.cls != cls) continue;
+    for (const VocabEntry& e : catalog.vocabulary().entries) {
+      if (e.id != f.vocabulary || !e.has_blame) continue;
+      return BlameVerdict{e.blame, source_words(f) + ": " + quote(f), false, quote(f)};
+    }
+  }
+  return std::nullopt;
+}
+
 std::string hardware_basis(const NodeRow& n) {
   const std::string why =
       n.verdict_reasons.empty() ? std::string("drain recommended") : n.verdict_reasons.front();
@@ -107,8 +122,10 @@ BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
   const Blame fallback = c != nullptr ? c->blame : Blame::kUnknown;
   // The log's own words (a missing file, a known cause) refine the class's default; what a node
   // saw, being trusted, still comes first.
-  const std::optional<BlameVerdict> by_log =
-      c != nullptr ? refined_by_log(*c, t.evidence) : std::nullopt;
+  // The class's `blame-when` words first (written for the class), then what the token's
+  // vocabulary says of it.
+  std::optional<BlameVerdict> by_log = c != nullptr ? refined_by_log(*c, t.evidence) : std::nullopt;
+  if (!by_log) by_log = named_by_vocabulary(catalog, t.primary_failure, t.evidence);
   const Blame said = by_log ? *by_log->blame : fallback;
   if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(said))
     return {Blame::kPlatform, hardware_basis(*n), true, ""};

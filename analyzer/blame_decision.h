@@ -24,7 +24,8 @@ struct BlameVerdict {
 
 // The blame of a report whose status, primary failure, evidence and node table are decided: none
 // for a job that completed or runs; else trusted node evidence, else the first of the class's
-// `blame-when` refinements that matches an evidence line, else the class's default.
+// `blame-when` refinements that matches an evidence line, else the blame of the vocabulary entry
+// whose token named the failure (when it gives one), else the class's default.
 BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog);
 
 // The report's first words for a decided blame: who is at fault, what showed it, and what to do

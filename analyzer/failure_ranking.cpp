@@ -40,8 +40,14 @@ RankingResult rank_failures(const SignatureCatalog& catalog,
     for (size_t a = 0; a < occ.size(); ++a) {
       // Only a cause explains: a consequence class (a node's non-zero exit) does not account for
       // others. A traceback ending in this finding's line is explained by it.
-      if (a == b || role(a) != ClassRole::kCause) continue;
-      bool explains = catalog.explains(static_cast<int>(occ[a].cls), static_cast<int>(occ[b].cls));
+      if (a == b) continue;
+      // Specific over generic: a class an error's own vocabulary named accounts for a catch-all
+      // found at its line or after, whatever its role.
+      const bool named = classes[occ[b].cls].generic && !classes[occ[a].cls].generic &&
+                         occ[a].named_order <= occ[b].order;
+      if (role(a) != ClassRole::kCause && !named) continue;
+      bool explains =
+          named || catalog.explains(static_cast<int>(occ[a].cls), static_cast<int>(occ[b].cls));
       const Finding* fa = occ[a].first;
       const Finding* fb = occ[b].first;
       if (!explains && classes[occ[b].cls].traceback && fa != nullptr && fb != nullptr &&

@@ -22,6 +22,9 @@ struct ClassOccurrence {
   int64_t order = 0;
   // A line matched by a `cause-pattern`: ranked as a cause whatever the class's role.
   bool cause = false;
+  // The earliest `order` of a finding a vocabulary token named (INT64_MAX: none did). Such a class
+  // explains a `generic` class found at that line or later.
+  int64_t named_order = INT64_MAX;
 };
 
 struct RankingResult {

@@ -34,6 +34,8 @@ struct Finding {
   int64_t traceback_line = 0;
   // Matched a `cause-pattern` of its class.
   bool cause = false;
+  // The vocabulary entry whose token named the class on this line (empty: a pattern matched).
+  std::string vocabulary;
   // Graded findings (the metrics playbooks') say how bad they are and may name several hosts
   // (`host` then holds the one host when there is one). A log, kernel or Slurm finding is evidence
   // of its class, not graded: no severity, its one host in `host`.

@@ -12,6 +12,7 @@
 #include "analyzer/line_text.h"
 #include "analyzer/literal_search.h"
 #include "common/safe_io.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage {
@@ -42,6 +43,22 @@ ScanPlan::ScanPlan(const SignatureCatalog& catalog) : catalog_(&catalog) {
       }
     }
   }
+  // A vocabulary's tokens and message strings are triggers like any other: the one literal search
+  // finds them, and the line's structure decides whether they count (no pattern runs for them).
+  // Shorter ones are left out (see kMinTriggerLength): a five-letter errno name is read through its
+  // message text instead.
+  const auto& vocab = catalog.vocabulary();
+  for (size_t v = 0; v < vocab.entries.size(); ++v) {
+    const VocabEntry& en = vocab.entries[v];
+    vocab_class_.push_back(static_cast<uint32_t>(std::max(0, catalog.index_of(en.cls))));
+    if (en.token.size() >= kMinTriggerLength)
+      add(to_lower(en.token), Use{Use::kVocab, static_cast<uint32_t>(v), 0});
+    for (size_t m = 0; m < en.messages.size(); ++m) {
+      if (en.messages[m].size() >= kMinTriggerLength)
+        add(to_lower(en.messages[m]),
+            Use{Use::kVocab, static_cast<uint32_t>(v), static_cast<uint32_t>(m + 1)});
+    }
+  }
   for (const auto& ft : fact_triggers()) {
     add(ft.literal, Use{Use::kFact, static_cast<uint32_t>(ft.kind), 0});
   }
@@ -65,11 +82,20 @@ constexpr size_t kMaxMatchText = size_t{64} * 1024;
 constexpr size_t kMinOverlap = size_t{16} * 1024;
 constexpr size_t kMaxRankErrors = 65536;
 constexpr uint64_t kMaxTailScan = 64ull << 20;
+// The pattern index of a candidate a vocabulary token named.
+constexpr uint32_t kVocabPattern = UINT32_MAX - 1;
 
 struct Candidate {
   uint32_t rank;  // position of the class in priority order
   uint32_t cls;
   uint32_t pattern;
+};
+
+// The class a vocabulary token on the line names, when it stands where its group reads it.
+struct VocabHit {
+  uint32_t rank = UINT32_MAX;
+  uint32_t cls = 0;
+  uint32_t entry = 0;
 };
 
 class Scanner {
@@ -174,10 +200,14 @@ class Scanner {
     uint32_t fact_mask = 0;
     bool harmless_candidate = false;
     candidates_.clear();
+    bool vocab_candidate = false;
     for (const LiteralHit* h = hb; h != he; ++h) {
       if (h != hb && h[-1].literal == h->literal) continue;
       for (const auto& use : plan_.uses()[h->literal]) {
         switch (use.kind) {
+          case ScanPlan::Use::kVocab:
+            vocab_candidate = true;
+            break;
           case ScanPlan::Use::kFact:
             fact_mask |= 1u << use.owner;
             break;
@@ -189,6 +219,12 @@ class Scanner {
             break;
         }
       }
+    }
+    VocabHit vocab;
+    if (vocab_candidate) vocab = read_vocabulary(lt, hb, he);
+    if (vocab.rank != UINT32_MAX) {
+      // The token's class competes with the patterns' by priority, like any other candidate.
+      candidates_.push_back(Candidate{vocab.rank, vocab.cls, kVocabPattern});
     }
     if (!candidates_.empty() || harmless_candidate) ++out_.candidate_lines;
     bool harmless = false;
@@ -206,7 +242,7 @@ class Scanner {
         }
       }
     }
-    if (!harmless && !candidates_.empty()) classify(lt, ls, le, hb, he);
+    if (!harmless && !candidates_.empty()) classify(lt, ls, le, hb, he, vocab);
     if (opt_.collect_facts && (fact_mask != 0 || facts_.lines_wanted() > 0))
       facts_.on_line(lt, line_no_, fact_mask);
   }
@@ -228,8 +264,46 @@ class Scanner {
                        [&](const CompiledPattern& p) { return pattern_matches(p, text); });
   }
 
+  // Reads the vocabulary tokens the literal search found on the line: each counts only where its
+  // group reads it (the type of an exception line, inside its message, a status, an NCCL line).
+  // The most specific class among them wins.
+  VocabHit read_vocabulary(const LineText& lt, const LiteralHit* hb, const LiteralHit* he) const {
+    VocabHit best;
+    const std::string_view text = lt.text;
+    if (text.data() < data_) return best;
+    const auto text_at = static_cast<size_t>(text.data() - data_);
+    ExceptionLine exc;
+    const bool is_exc = parse_exception_line(text, exc);
+    const Vocabulary& vocab = plan_.catalog().vocabulary();
+    for (const LiteralHit* h = hb; h != he; ++h) {
+      if (h->pos < text_at || h->pos >= text_at + text.size()) continue;
+      const size_t at = h->pos - text_at;
+      for (const auto& use : plan_.uses()[h->literal]) {
+        if (use.kind != ScanPlan::Use::kVocab) continue;
+        const VocabEntry& en = vocab.entries[use.owner];
+        const std::string& word = use.pattern == 0 ? en.token : en.messages[use.pattern - 1];
+        // Tokens are names, spelled exactly; message texts are printed in either case (libuv
+        // lower-cases strerror's).
+        if (use.pattern == 0 && text.substr(at, word.size()) != word) continue;
+        const VocabGroup& g = vocab.groups[en.group];
+        const bool placed = std::any_of(g.places.begin(), g.places.end(), [&](VocabPlace p) {
+          // A message text is prose any line may hold: it counts only inside an exception's
+          // message or a line NCCL printed, never as a bare word or a status.
+          if (use.pattern != 0 && p != VocabPlace::kExceptionMessage && p != VocabPlace::kNcclLine)
+            return false;
+          return token_in_place(text, at, word.size(), p, is_exc ? &exc : nullptr);
+        });
+        if (!placed) continue;
+        const uint32_t cls = plan_.vocab_class()[use.owner];
+        const uint32_t rank = plan_.class_rank()[cls];
+        if (rank < best.rank) best = VocabHit{rank, cls, use.owner};
+      }
+    }
+    return best;
+  }
+
   void classify(const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
-                const LiteralHit* he) {
+                const LiteralHit* he, const VocabHit& vocab) {
     std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
       return a.rank != b.rank ? a.rank < b.rank : a.pattern < b.pattern;
     });
@@ -245,6 +319,10 @@ class Scanner {
         if (matched || candidates_[i].pattern == last_pattern) continue;
         last_pattern = candidates_[i].pattern;
         captures.clear();
+        if (candidates_[i].pattern == kVocabPattern) {
+          matched = true;  // read_vocabulary already placed the token
+          continue;
+        }
         const CompiledPattern& p = classes[cls].patterns[candidates_[i].pattern];
         matched = pattern_matches(p, lt.text, &captures);
         as_cause = matched && p.as_cause;
@@ -258,18 +336,22 @@ class Scanner {
         }
       }
       if (excluded) continue;
-      record(cls, lt, ls, le, hb, he, std::move(captures), as_cause);
+      const bool by_vocab =
+          last_pattern == kVocabPattern || (vocab.rank != UINT32_MAX && vocab.cls == cls);
+      record(cls, lt, ls, le, hb, he, std::move(captures), as_cause,
+             by_vocab ? &plan_.catalog().vocabulary().entries[vocab.entry] : nullptr);
       return;
     }
   }
 
   void record(uint32_t cls, const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
               const LiteralHit* he, std::vector<std::pair<std::string, std::string>> captures,
-              bool as_cause) {
+              bool as_cause, const VocabEntry* named) {
     const SignatureClass& c = plan_.catalog().classes()[cls];
     Finding f;
     f.cause = as_cause;
     f.cls = c.id;
+    if (named != nullptr) f.vocabulary = named->id;
     f.source = opt_.source;
     f.line = line_no_;
     const size_t len = le - ls;

@@ -27,9 +27,9 @@ class ScanPlan {
   explicit ScanPlan(const SignatureCatalog& catalog);
 
   struct Use {
-    enum Kind : uint8_t { kSignature, kHarmless, kFact } kind = kSignature;
-    uint32_t owner = 0;    // class index, harmless index, or FactKind
-    uint32_t pattern = 0;  // pattern index within the owner
+    enum Kind : uint8_t { kSignature, kHarmless, kFact, kVocab } kind = kSignature;
+    uint32_t owner = 0;    // class index, harmless index, FactKind, or vocabulary entry index
+    uint32_t pattern = 0;  // pattern index within the owner (kVocab: 0 token, 1 + i message i)
   };
 
   const SignatureCatalog& catalog() const { return *catalog_; }
@@ -38,6 +38,8 @@ class ScanPlan {
   // Class indices, most specific (smallest priority) first.
   const std::vector<uint32_t>& class_order() const { return class_order_; }
   const std::vector<uint32_t>& class_rank() const { return class_rank_; }
+  // Per vocabulary entry: the index of its class.
+  const std::vector<uint32_t>& vocab_class() const { return vocab_class_; }
   // The triggers' searcher, built once and not calibrated: what scans of small chunks share.
   const LiteralSearcher& searcher() const { return *searcher_; }
 
@@ -47,6 +49,7 @@ class ScanPlan {
   std::vector<std::vector<Use>> uses_;
   std::vector<uint32_t> class_order_;
   std::vector<uint32_t> class_rank_;  // position of each class in class_order_
+  std::vector<uint32_t> vocab_class_;
   std::shared_ptr<const LiteralSearcher> searcher_;
 };
 

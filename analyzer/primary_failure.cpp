@@ -93,9 +93,11 @@ void add_log_classes(FoundClasses& found, const ScanResult* scan,
       bool cause = false;
       const Finding* f = earliest_effective(m, cause);
       if (f == nullptr) continue;
-      add(found,
-          ClassOccurrence{static_cast<uint32_t>(i), f, m.count, false, f->effective_line(), cause},
-          &m);
+      ClassOccurrence o{static_cast<uint32_t>(i), f, m.count, false, f->effective_line(), cause};
+      for (const auto& x : m.first) {
+        if (!x.vocabulary.empty()) o.named_order = std::min(o.named_order, x.effective_line());
+      }
+      add(found, o, &m);
       seen.insert(static_cast<uint32_t>(i));
     }
   }

@@ -306,12 +306,14 @@ bool load_class_property(const RuleSection& sec, const RuleEntry& e, SignatureCl
     } else {
       errors.push_back(sec.error(e, "expected signal or nonzero-exit"));
     }
-  } else if (e.key == "traceback" || e.key == "heartbeat-check") {
+  } else if (e.key == "traceback" || e.key == "heartbeat-check" || e.key == "generic") {
     const auto b = parse_bool(e.value);
     if (!b) {
       errors.push_back(sec.error(e, "expected true or false"));
     } else {
-      (e.key == "traceback" ? c.traceback : c.heartbeat_check) = *b;
+      (e.key == "traceback"         ? c.traceback
+       : e.key == "heartbeat-check" ? c.heartbeat_check
+                                    : c.generic) = *b;
     }
   } else if (e.key == "blame") {
     const auto b = parse_blame(e.value);
@@ -344,7 +346,7 @@ const std::set<std::string>& signature_keys() {
       "playbook",     "kernel-event",    "kernel-min-severity",
       "slurm-state",  "explain",         "next",
       "next-if-live", "example",         "counter-example",
-      "blame-when"};
+      "blame-when",   "generic"};
   return keys;
 }
 
@@ -395,7 +397,10 @@ void load_example(const RuleSection& sec, const RuleEntry& e,
   }
 }
 
+// `named`: the classes some vocabulary entry names, which can be found with no pattern of their
+// own.
 std::optional<SignatureClass> load_signature(const RuleSection& sec,
+                                             const std::set<std::string>& named,
                                              std::vector<InputError>& errors) {
   SignatureClass c;
   c.id = sec.id;
@@ -482,8 +487,9 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
     }
   }
   if (!c.is_derived() && c.patterns.empty() && c.kernel_events.empty() && c.slurm_states.empty() &&
-      errors.size() == errors_before) {
-    errors.push_back(sec.error("a class needs at least one pattern (or derived = true)"));
+      named.count(c.id) == 0 && errors.size() == errors_before) {
+    errors.push_back(
+        sec.error("a class needs at least one pattern, a vocabulary entry or derived = true"));
   }
   if (c.explain.empty()) errors.push_back(sec.error("missing 'explain'"));
   if (errors.size() != errors_before) return std::nullopt;
@@ -580,13 +586,23 @@ bool pattern_matches(const CompiledPattern& p, std::string_view text,
 SignatureCatalog SignatureCatalog::from_sections(const std::vector<RuleSection>& sections,
                                                  std::vector<InputError>& errors) {
   SignatureCatalog cat;
+  std::set<std::string> named;
+  for (const auto& sec : sections) {
+    if (sec.type != "vocab") continue;
+    for (const RuleEntry* e : sec.all("class"))
+      named.insert(e->value);
+  }
   for (const auto& sec : sections) {
     if (sec.type == "signature") {
-      if (auto c = load_signature(sec, errors)) cat.classes_.push_back(std::move(*c));
+      if (auto c = load_signature(sec, named, errors)) cat.classes_.push_back(std::move(*c));
     } else if (sec.type == "harmless") {
       if (auto h = load_harmless(sec, errors)) cat.harmless_.push_back(std::move(*h));
     }
   }
+  std::vector<std::string> ids;
+  for (const auto& c : cat.classes_)
+    ids.push_back(c.id);
+  cat.vocab_ = load_vocabulary(sections, ids, errors);
   const size_t n = cat.classes_.size();
   cat.explains_.assign(n, std::vector<bool>(n, false));
   for (size_t a = 0; a < n; ++a) {

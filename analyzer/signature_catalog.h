@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analyzer/blame.h"
+#include "analyzer/vocabulary.h"
 #include "common/error.h"
 #include "common/model.h"
 #include "common/rules_file.h"
@@ -80,6 +81,9 @@ struct SignatureClass {
   TaskEnd task_end = TaskEnd::kNone;
   bool traceback = false;        // its lines open a Python traceback (`traceback = true`)
   bool heartbeat_check = false;  // the report's heartbeat checklist belongs to it
+  // `generic = true`: a catch-all (a bare traceback, a task's exit, a death nothing explains). A
+  // class a vocabulary token names, found at the same or an earlier line, explains it.
+  bool generic = false;
   Blame blame = Blame::kUnknown;
   // Tried in order on the class's evidence lines when it is the primary failure; the first that
   // matches a line replaces `blame` (trusted node evidence still comes first).
@@ -148,6 +152,8 @@ class SignatureCatalog {
 
   const std::vector<SignatureClass>& classes() const { return classes_; }
   const std::vector<HarmlessEntry>& harmless() const { return harmless_; }
+  // The error vocabularies ([vocab-group] and [vocab] sections), their classes checked on load.
+  const Vocabulary& vocabulary() const { return vocab_; }
   const SignatureClass* find(std::string_view id) const;
   // Index of a class in classes(), or -1.
   int index_of(std::string_view id) const;
@@ -169,6 +175,7 @@ class SignatureCatalog {
  private:
   std::vector<SignatureClass> classes_;
   std::vector<HarmlessEntry> harmless_;
+  Vocabulary vocab_;
   std::vector<std::vector<bool>> explains_;  // [a][b]
 };
 

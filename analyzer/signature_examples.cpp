@@ -39,10 +39,12 @@ LineVerdict classify_line(const ScanPlan& plan, std::string_view line,
   const int64_t line_no = before ? 2 : 1;
   LineVerdict v;
   for (size_t i = 0; i < scanned.classes.size() && v.cls < 0; ++i) {
-    const auto& found = scanned.classes[i].first;
-    if (std::any_of(found.begin(), found.end(),
-                    [&](const Finding& f) { return f.line == line_no; }))
+    for (const Finding& f : scanned.classes[i].first) {
+      if (f.line != line_no) continue;
       v.cls = static_cast<int>(i);
+      v.vocabulary = f.vocabulary;
+      break;
+    }
   }
   // What the line before alone silences is not the line's doing.
   const std::vector<uint64_t> alone =
@@ -137,6 +139,26 @@ void check_harmless(const SignatureCatalog& catalog, const ScanPlan& plan, const
   }
 }
 
+void check_vocab_group(const SignatureCatalog& catalog, const ScanPlan& plan, const VocabGroup& g,
+                       std::vector<InputError>& errors) {
+  for (const auto& ex : g.examples) {
+    const LineVerdict v = classify_line(plan, ex.line);
+    const bool ours = v.vocabulary.rfind(g.id + ".", 0) == 0;
+    const int want = catalog.index_of(ex.cls);
+    if (v.cls == want && ours) continue;
+    std::string why;
+    if (v.cls == want) {
+      why = "read as " + ex.cls + " but not through this group's tokens" +
+            (v.vocabulary.empty() ? std::string(" (a pattern matched it)")
+                                  : " (through [vocab " + v.vocabulary + "])");
+    } else {
+      why = "not a finding of " + ex.cls + ": " + scanner_reading(catalog, v) +
+            (v.vocabulary.empty() ? std::string() : " through [vocab " + v.vocabulary + "]");
+    }
+    errors.emplace_back(g.file, ex.line_no, "[vocab-group " + g.id + "]: example: " + why);
+  }
+}
+
 }  // namespace
 
 std::vector<InputError> check_signature_examples(const SignatureCatalog& catalog) {
@@ -146,6 +168,8 @@ std::vector<InputError> check_signature_examples(const SignatureCatalog& catalog
     check_class(catalog, plan, i, errors);
   for (const auto& h : catalog.harmless())
     check_harmless(catalog, plan, h, errors);
+  for (const auto& g : catalog.vocabulary().groups)
+    check_vocab_group(catalog, plan, g, errors);
   return errors;
 }
 

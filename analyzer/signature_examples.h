@@ -21,6 +21,7 @@ namespace triage {
 struct LineVerdict {
   int cls = -1;
   int harmless = -1;
+  std::string vocabulary;  // the vocabulary entry that named `cls`, when one did
 };
 
 // Scans `line` as a log of that one line with `plan`, or of two lines when `before` is given (for a
@@ -30,7 +31,8 @@ LineVerdict classify_line(const ScanPlan& plan, std::string_view line,
                           std::optional<std::string_view> before = std::nullopt);
 
 // Every example and counter-example of `catalog` that the scanner does not read as its section
-// says, each at the example's file and line with the reason; empty when all of them agree.
+// says, each at the example's file and line with the reason; empty when all of them agree. A
+// vocabulary group's examples must be read as their class through one of the group's own entries.
 std::vector<InputError> check_signature_examples(const SignatureCatalog& catalog);
 
 }  // namespace triage

@@ -73,6 +73,23 @@ TEST(DecideBlame, AnExceptionIsTheUsersCodeOnTheLogsWord) {
 }
 
 // The class's `blame-when`: a missing file is a path the job was given (a data or config path).
+// A hub file that is not in the cache while the Hub cannot be reached is not the model name's
+// fault, as model-not-found's default says: the token's own vocabulary entry says unknown.
+TEST(DecideBlame, TheVocabularyEntryThatNamedTheFailureGivesItsBlame) {
+  Triage t = failed_with("model-not-found", "Model config not found");
+  ASSERT_EQ(cat().find("model-not-found")->blame, Blame::kUserConfig);
+  Finding f = log_line(12,
+                       "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while "
+                       "trying to locate the file on the Hub");
+  f.cls = "model-not-found";
+  f.vocabulary = "huggingface.LocalEntryNotFoundError";
+  t.evidence.push_back(f);
+  EXPECT_EQ(decide_blame(t, cat()).blame, Blame::kUnknown);
+  // The same class found by a pattern keeps the class's default.
+  t.evidence.front().vocabulary.clear();
+  EXPECT_EQ(decide_blame(t, cat()).blame, Blame::kUserConfig);
+}
+
 TEST(DecideBlame, AFileNotFoundErrorIsAPathTheJobWasGiven) {
   Triage t = failed_with("python-exception", "Unhandled Python exception");
   t.evidence = {log_line(200, "Traceback (most recent call last):"),

@@ -149,6 +149,7 @@ INSTANTIATE_TEST_SUITE_P(
         Expect{"container-load-fail", "failed", "container-load-fail"},
         Expect{"no-gpu", "failed", "no-gpu"}, Expect{"nccl-nic-fail", "failed", "nccl-nic-fail"},
         Expect{"port-fail", "failed", "port-fail"},
+        Expect{"rendezvous-fail", "failed", "rendezvous-fail"},
         Expect{"srun-launch-fail", "failed", "srun-launch-fail"},
         Expect{"model-not-found", "failed", "model-not-found"},
         Expect{"patch-branch-fail", "failed", "patch-branch-fail"},

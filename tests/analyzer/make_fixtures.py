@@ -321,6 +321,14 @@ def gen_infrastructure():
          "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
          "srun: error: Timed out waiting for job step to complete"], 1, [1, 1]),
         {"slurm_state": "none", "now": T0 + 3600})
+    fixture("rendezvous-fail", "torch elastic's rendezvous timed out: the second node never joined", launch_failure(
+        9165, "llama3-8b", NODES4[:2],
+        [(0, "Traceback (most recent call last):"),
+         (0, '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/dynamic_rendezvous.py", line 1090, in next_rendezvous'),
+         (0, "    self._op_executor.run(join_op, deadline)"),
+         (0, "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
+         "srun: error: gpu-a017: task 0: Exited with exit code 1"], 1, [1, 0]),
+        {"slurm_state": "none", "now": T0 + 3600})
     fixture("model-not-found", "model config name did not resolve", launch_failure(
         9106, "llama3-70b-instruct", NODES4[:1],
         ["!!! Unknown model: llama3-70b-instruct (no configs/llama3-70b-instruct*.gpu.yml)",

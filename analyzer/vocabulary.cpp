@@ -1,0 +1,226 @@
+#include "analyzer/vocabulary.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace triage {
+
+namespace {
+
+bool is_ident(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+std::optional<VocabPlace> parse_place(std::string_view v) {
+  if (v == "exception-type") return VocabPlace::kExceptionType;
+  if (v == "exception-message") return VocabPlace::kExceptionMessage;
+  if (v == "status") return VocabPlace::kStatus;
+  if (v == "nccl-line") return VocabPlace::kNcclLine;
+  if (v == "word") return VocabPlace::kWord;
+  return std::nullopt;
+}
+
+std::optional<Blame> parse_blame_word(std::string_view v) {
+  for (Blame b : {Blame::kUserCode, Blame::kUserConfig, Blame::kInputData, Blame::kPlatform,
+                  Blame::kScheduler, Blame::kUnknown}) {
+    if (to_string(b) == v) return b;
+  }
+  return std::nullopt;
+}
+
+std::string_view trim_view(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// "file:line: [vocab id]: key: message": the entry's own line, naming its section and key.
+InputError entry_error(const RuleSection& sec, const RuleEntry& e, const std::string& message) {
+  return InputError(sec.file, e.line,
+                    "[" + sec.type + " " + sec.id + "]: " + e.key + ": " + message);
+}
+
+}  // namespace
+
+bool VocabGroup::reads_in(VocabPlace p) const {
+  return std::find(places.begin(), places.end(), p) != places.end();
+}
+
+Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
+                           const std::vector<std::string>& class_ids,
+                           std::vector<InputError>& errors) {
+  Vocabulary v;
+  const std::set<std::string> classes(class_ids.begin(), class_ids.end());
+  auto known_class = [&](const std::string& id) { return classes.count(id) != 0; };
+
+  for (const auto& sec : sections) {
+    if (sec.type != "vocab-group") continue;
+    VocabGroup g;
+    g.id = sec.id;
+    g.title = sec.id;
+    g.file = sec.file;
+    g.line = sec.line;
+    for (const auto& e : sec.entries) {
+      if (e.key == "title") {
+        g.title = e.value;
+      } else if (e.key == "defined-in") {
+        g.defined_in = e.value;
+      } else if (e.key == "read-in") {
+        const auto p = parse_place(e.value);
+        if (!p) {
+          errors.push_back(entry_error(sec, e,
+                                       "expected exception-type, exception-message, status, "
+                                       "nccl-line or word"));
+        } else {
+          g.places.push_back(*p);
+        }
+      } else if (e.key == "example") {
+        // `example = CLASS | a log line`: the class first, since a log line may hold any text.
+        const size_t bar = e.value.find(" | ");
+        const std::string cls(trim_view(std::string_view(e.value).substr(0, bar)));
+        if (bar == std::string::npos || e.value.size() <= bar + 3) {
+          errors.push_back(entry_error(sec, e, "expected 'CLASS | log line'"));
+        } else if (!known_class(cls)) {
+          errors.push_back(entry_error(sec, e, "unknown class '" + cls + "'"));
+        } else {
+          g.examples.push_back({cls, e.value.substr(bar + 3), e.line});
+        }
+      } else {
+        errors.push_back(sec.error(e, "unknown key (see docs/rules-format.md, vocabularies)"));
+      }
+    }
+    if (g.defined_in.empty()) errors.push_back(sec.error("defined-in: missing"));
+    if (g.places.empty()) errors.push_back(sec.error("read-in: missing"));
+    if (g.examples.empty()) errors.push_back(sec.error("example: a group needs at least one"));
+    v.groups.push_back(std::move(g));
+  }
+
+  for (const auto& sec : sections) {
+    if (sec.type != "vocab") continue;
+    VocabEntry en;
+    en.id = sec.id;
+    en.file = sec.file;
+    en.line = sec.line;
+    const size_t dot = sec.id.find('.');
+    const std::string group = sec.id.substr(0, dot);
+    const auto g = std::find_if(v.groups.begin(), v.groups.end(),
+                                [&](const VocabGroup& x) { return x.id == group; });
+    if (dot == std::string::npos || g == v.groups.end()) {
+      errors.push_back(
+          sec.error("a vocabulary entry's id is GROUP.NAME, with a [vocab-group GROUP]"));
+      continue;
+    }
+    en.group = static_cast<uint32_t>(g - v.groups.begin());
+    bool ok = true;
+    for (const auto& e : sec.entries) {
+      if (e.key == "token") {
+        en.token = e.value;
+      } else if (e.key == "message") {
+        if (e.value.empty()) {
+          errors.push_back(entry_error(sec, e, "expected the message text"));
+          ok = false;
+        } else {
+          en.messages.push_back(e.value);
+        }
+      } else if (e.key == "means") {
+        en.means = e.value;
+      } else if (e.key == "class") {
+        en.cls = e.value;
+        if (!known_class(en.cls)) {
+          errors.push_back(entry_error(sec, e, "unknown class '" + en.cls + "'"));
+          ok = false;
+        }
+      } else if (e.key == "blame") {
+        const auto b = parse_blame_word(e.value);
+        if (!b) {
+          errors.push_back(entry_error(sec, e,
+                                       "expected user-code, user-config, input-data, platform, "
+                                       "scheduler or unknown"));
+          ok = false;
+        } else {
+          en.blame = *b;
+          en.has_blame = true;
+        }
+      } else if (e.key == "defined-in") {
+        en.defined_in = e.value;
+      } else {
+        errors.push_back(
+            entry_error(sec, e, "unknown key (see docs/rules-format.md, vocabularies)"));
+        ok = false;
+      }
+    }
+    if (en.token.empty() && en.messages.empty()) {
+      errors.push_back(sec.error("token: missing (an entry needs a token or a message)"));
+      ok = false;
+    }
+    if (en.cls.empty()) {
+      errors.push_back(sec.error("class: missing"));
+      ok = false;
+    }
+    if (en.defined_in.empty() && g->defined_in.empty()) {
+      errors.push_back(sec.error("defined-in: missing (neither the entry nor its group names it)"));
+      ok = false;
+    }
+    if (en.defined_in.empty()) en.defined_in = g->defined_in;
+    if (ok) v.entries.push_back(std::move(en));
+  }
+  return v;
+}
+
+bool parse_exception_line(std::string_view text, ExceptionLine& out) {
+  size_t i = 0;
+  size_t last = 0;  // start of the current dotted component
+  while (i < text.size() && (is_ident(text[i]) || text[i] == '.')) {
+    if (text[i] == '.') last = i + 1;
+    ++i;
+  }
+  if (i == 0 || last >= i) return false;
+  const std::string_view type = text.substr(last, i - last);
+  if (!(type.front() >= 'A' && type.front() <= 'Z')) return false;
+  // A type name, not a shouted word ("ERROR:", "WARNING:"): it has a lower-case letter.
+  if (std::none_of(type.begin(), type.end(), [](char c) { return c >= 'a' && c <= 'z'; }))
+    return false;
+  size_t msg = i;
+  if (i < text.size()) {
+    if (text[i] != ':') return false;
+    msg = i + 1;
+    if (msg < text.size() && text[msg] != ' ') return false;
+    while (msg < text.size() && text[msg] == ' ')
+      ++msg;
+  }
+  out.module = last > 0 ? text.substr(0, last - 1) : std::string_view();
+  out.type = type;
+  out.message = text.substr(msg);
+  out.message_at = msg;
+  return true;
+}
+
+bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace place,
+                    const ExceptionLine* exc) {
+  if (at + len > text.size()) return false;
+  const bool word_start = at == 0 || !is_ident(text[at - 1]);
+  const bool word_end = at + len == text.size() || !is_ident(text[at + len]);
+  switch (place) {
+    case VocabPlace::kExceptionType:
+      // The type's name, or the type with (the tail of) its module path: the token ends where the
+      // type does and starts at a component boundary.
+      return exc != nullptr && text.data() + at + len == exc->type.data() + exc->type.size() &&
+             text.data() + at <= exc->type.data() && (at == 0 || text[at - 1] == '.');
+    case VocabPlace::kExceptionMessage:
+      return exc != nullptr && at >= exc->message_at && word_start && word_end;
+    case VocabPlace::kStatus:
+      return word_start && at + len < text.size() && text[at + len] == ':';
+    case VocabPlace::kNcclLine:
+      return word_start && word_end &&
+             (text.find("NCCL") != std::string_view::npos ||
+              text.find("RCCL") != std::string_view::npos);
+    case VocabPlace::kWord:
+      return word_start && word_end;
+  }
+  return false;
+}
+
+}  // namespace triage

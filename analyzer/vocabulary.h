@@ -1,0 +1,86 @@
+// Error vocabularies as data (rules/vocab-*.rules): the finite sets of names and message strings
+// that projects print their errors in (errno and strerror, Python's exceptions, CUDA, HIP, NCCL,
+// absl status codes, torch.distributed, Ray, huggingface_hub), each token mapped to the failure
+// class it means. The scanner reads a token out of the structure it stands in (a Python exception
+// line, an NCCL line, a status line) and looks it up; a class's patterns only refine that.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/blame.h"
+#include "common/error.h"
+#include "common/rules_file.h"
+
+namespace triage {
+
+// Where in a line a group's tokens are read (`read-in`, repeatable).
+enum class VocabPlace : uint8_t {
+  kExceptionType,     // the type of a Python exception line (`pkg.mod.TypeName: message`),
+                      // alone or with the tail of its module path (`torch.cuda.OutOfMemoryError`)
+  kExceptionMessage,  // inside the message of a Python exception line
+  kStatus,            // `TOKEN:` at a word start (absl/gRPC status as XLA and JAX print them)
+  kNcclLine,          // anywhere in a line NCCL or RCCL printed (`NCCL WARN`, `NCCL error`)
+  kWord,              // anywhere, as a whole word (a token long and distinctive enough)
+};
+
+struct VocabGroup {
+  std::string id;
+  std::string title;
+  std::string defined_in;
+  std::vector<VocabPlace> places;
+  struct Example {
+    std::string cls;   // the class the line must be read as
+    std::string line;  // a real-format log line
+    int line_no = 0;
+  };
+  std::vector<Example> examples;
+  std::string file;
+  int line = 0;
+  bool reads_in(VocabPlace p) const;
+};
+
+struct VocabEntry {
+  std::string id;  // "<group>.<name>"
+  uint32_t group = 0;
+  std::string token;                  // the name as the project prints it
+  std::vector<std::string> messages;  // its message strings, when the vocabulary defines them
+  std::string means;
+  std::string cls;  // a [signature] class id
+  Blame blame = Blame::kUnknown;
+  bool has_blame = false;
+  std::string defined_in;
+  std::string file;
+  int line = 0;
+};
+
+struct Vocabulary {
+  std::vector<VocabGroup> groups;
+  std::vector<VocabEntry> entries;
+};
+
+// Loads [vocab-group] and [vocab] sections. `class_ids` are the loaded classes: an entry naming
+// another class, an entry without `defined-in` (its own or its group's), or a group's example
+// naming an unknown class is an error at its file:line.
+Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
+                           const std::vector<std::string>& class_ids,
+                           std::vector<InputError>& errors);
+
+// A Python exception line: `[pkg.mod.]TypeName: message` (or the bare type name), the type's last
+// component starting with a capital letter. Views into the line.
+struct ExceptionLine {
+  std::string_view module;  // "torch.distributed" (empty for a builtin)
+  std::string_view type;    // "DistNetworkError"
+  std::string_view message;
+  size_t message_at = 0;  // offset of the message in the line
+};
+bool parse_exception_line(std::string_view text, ExceptionLine& out);
+
+// Whether `token`, found at `at` in `text`, stands in `place` there. `exc` is the line's parse
+// when it is an exception line (null otherwise).
+bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace place,
+                    const ExceptionLine* exc);
+
+}  // namespace triage

@@ -1,0 +1,297 @@
+// Error vocabularies: a token is read out of the structure it stands in (a Python exception line
+// and its chain, an NCCL line, a status line) and names its class; the vocabulary files are checked
+// like the catalog; a class a token named outranks the generic catch-alls.
+#include "analyzer/vocabulary.h"
+
+#include <gtest/gtest.h>
+
+#include "analyzer/failure_ranking.h"
+#include "analyzer/signature_examples.h"
+#include "test_support.h"
+
+namespace triage {
+namespace {
+
+// The class the first finding on line `line_no` of `text` belongs to, and the entry that named it.
+struct Read {
+  std::string cls;
+  std::string vocabulary;
+};
+Read read_line(const std::string& text, int64_t line_no) {
+  const ScanResult r = test::scan_text(text);
+  const auto& classes = test::shipped_catalog().classes();
+  for (size_t i = 0; i < r.classes.size(); ++i) {
+    for (const Finding& f : r.classes[i].first) {
+      if (f.line == line_no) return {classes[i].id, f.vocabulary};
+    }
+  }
+  return {};
+}
+
+Read read_one(const std::string& line) {
+  return read_line(line + "\n", 1);
+}
+
+TEST(ExceptionLine, TypeModuleAndMessageAreReadFromTheLine) {
+  ExceptionLine e;
+  ASSERT_TRUE(
+      parse_exception_line("torch.distributed.DistNetworkError: Connection reset by peer", e));
+  EXPECT_EQ(e.module, "torch.distributed");
+  EXPECT_EQ(e.type, "DistNetworkError");
+  EXPECT_EQ(e.message, "Connection reset by peer");
+  ASSERT_TRUE(parse_exception_line("KeyboardInterrupt", e));
+  EXPECT_EQ(e.type, "KeyboardInterrupt");
+  EXPECT_EQ(e.message, "");
+}
+
+TEST(ExceptionLine, ShoutedLevelsAndProseAreNotExceptions) {
+  ExceptionLine e;
+  EXPECT_FALSE(parse_exception_line("ERROR: Address already in use", e));
+  EXPECT_FALSE(parse_exception_line("Training failed: Address already in use", e));
+  EXPECT_FALSE(parse_exception_line("step 10: loss 2.3", e));
+  EXPECT_FALSE(parse_exception_line("http://host:80 refused", e));
+}
+
+TEST(Errno, TcpStoresBareStrerrorTextIsAPortThatIsTaken) {
+  const Read r = read_one("RuntimeError: Address already in use");
+  EXPECT_EQ(r.cls, "port-fail");
+  EXPECT_EQ(r.vocabulary, "errno.EADDRINUSE");
+}
+
+TEST(Errno, AnEioWriteFailureIsAStorageError) {
+  EXPECT_EQ(read_one("RuntimeError: write(): fd 29 failed with Input/output error").cls,
+            "storage-error");
+}
+
+TEST(Errno, TheTextOutsideAnExceptionLineIsNotRead) {
+  // A script's own prose that happens to use the words is no failure.
+  EXPECT_EQ(read_one("copy finished, no Input/output error seen on /scratch").cls, "");
+}
+
+TEST(Errno, LibuvsLowerCaseTextAndNameAreReadToo) {
+  EXPECT_EQ(read_one("torch.distributed.DistNetworkError: The server socket has failed to listen "
+                     "on any local network address. port: 29500, useIpv6: false, code: -98, "
+                     "name: EADDRINUSE, message: address already in use")
+                .cls,
+            "port-fail");
+}
+
+TEST(Cuda, BusyOrUnavailableDevicesAreNoUsableGpu) {
+  const Read r =
+      read_one("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable");
+  EXPECT_EQ(r.cls, "no-gpu");
+  EXPECT_EQ(r.vocabulary, "cuda.cudaErrorDevicesUnavailable");
+}
+
+TEST(Cuda, ADriverResultNameIsReadAsAWord) {
+  EXPECT_EQ(read_one("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate: "
+                     "CUDA_ERROR_OUT_OF_MEMORY")
+                .cls,
+            "oom-gpu");
+}
+
+TEST(Hip, AHipResultNameNamesItsClass) {
+  EXPECT_EQ(read_one("RuntimeError: HIP error: hipErrorNoBinaryForGpu").cls, "gpu-error");
+}
+
+TEST(Nccl, TheResultStringInTorchsNcclErrorIsTheCollectiveFailure) {
+  const Read r = read_one(
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+      "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3");
+  EXPECT_EQ(r.cls, "nccl-timeout");
+  EXPECT_EQ(r.vocabulary, "nccl.ncclSystemError");
+}
+
+TEST(Status, AStatusCodeCountsOnlyAsAStatus) {
+  EXPECT_EQ(read_one("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
+                     "while trying to allocate 12884901888 bytes.")
+                .cls,
+            "oom-gpu");
+  // The name in prose (a flag, a doc string) is not a status.
+  EXPECT_EQ(read_one("grpc retry policy: retryable=[DATA_LOSS, UNAVAILABLE] backoff=2").cls, "");
+}
+
+TEST(Torch, RendezvousAndStoreErrorsAreARendezvousFailure) {
+  EXPECT_EQ(read_one("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError").cls,
+            "rendezvous-fail");
+  EXPECT_EQ(read_one("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for "
+                     "clients. 1/2 clients joined.")
+                .cls,
+            "rendezvous-fail");
+}
+
+TEST(Torch, ProcessGroupNcclWithoutGpusIsNoGpu) {
+  EXPECT_EQ(
+      read_one("ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!").cls,
+      "no-gpu");
+}
+
+TEST(Torch, TheModulePathTellsTorchsOutOfMemoryFromRays) {
+  EXPECT_EQ(read_one("torch.cuda.OutOfMemoryError: Tried to allocate 20.00 MiB").cls, "oom-gpu");
+  EXPECT_EQ(read_one("ray.exceptions.OutOfMemoryError: Task was killed due to the node running "
+                     "low on memory.")
+                .cls,
+            "oom-host");
+}
+
+TEST(Ray, AnActorsDeathIsAnActorFailure) {
+  EXPECT_EQ(read_one("ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+                     "finishing this task.")
+                .cls,
+            "actor-fail");
+}
+
+TEST(HuggingFace, TheTypeNamesAMissingModelWhateverItsMessage) {
+  const Read r = read_one(
+      "huggingface_hub.utils._errors.RepositoryNotFoundError: 404 Client "
+      "Error. (Request ID: Root=1-65a0)");
+  EXPECT_EQ(r.cls, "model-not-found");
+  EXPECT_EQ(r.vocabulary, "huggingface.RepositoryNotFoundError");
+  // The name inside another exception's message is not the type.
+  EXPECT_EQ(read_one("ValueError: expected RepositoryNotFoundError to be raised").cls, "");
+}
+
+// A chained traceback: the hub's error is the cause, the OSError transformers raised from it the
+// consequence. The token's finding counts from its traceback's start and explains the traceback.
+TEST(Chain, TheFirstExceptionOfADirectCauseChainIsTheFailure) {
+  const std::string log =
+      "Traceback (most recent call last):\n"
+      "  File \"/site-packages/transformers/utils/hub.py\", line 398, in cached_file\n"
+      "    resolved_file = hf_hub_download(\n"
+      "huggingface_hub.utils._errors.RepositoryNotFoundError: 404 Client Error.\n"
+      "\n"
+      "The above exception was the direct cause of the following exception:\n"
+      "\n"
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 10, in <module>\n"
+      "    model = AutoModel.from_pretrained(\"org/model\")\n"
+      "OSError: org/model is not a valid model identifier\n";
+  const ScanResult r = test::scan_text(log);
+  const SignatureCatalog& cat = test::shipped_catalog();
+  const int mnf = cat.index_of("model-not-found");
+  const int py = cat.index_of("python-exception");
+  ASSERT_EQ(r.classes[static_cast<size_t>(mnf)].count, 1u);
+  const Finding& token = r.classes[static_cast<size_t>(mnf)].first.front();
+  EXPECT_EQ(token.line, 4);
+  EXPECT_EQ(token.traceback_line, 1);
+  ASSERT_GE(r.classes[static_cast<size_t>(py)].count, 1u);
+  const Finding& tb = r.classes[static_cast<size_t>(py)].first.front();
+  EXPECT_EQ(tb.line, 1);
+
+  ClassOccurrence a{static_cast<uint32_t>(mnf), &token, 1, false, token.effective_line()};
+  a.named_order = token.effective_line();
+  ClassOccurrence b{static_cast<uint32_t>(py), &tb, 2, false, tb.effective_line()};
+  const RankingResult rank = rank_failures(cat, {b, a}, false);
+  EXPECT_EQ(rank.primary, 1);
+  EXPECT_EQ(rank.explained_by[0], 1);
+}
+
+// Specific over generic, as data: a named class explains a `generic` one found at its line or
+// later, but not one found before it.
+TEST(Ranking, ANamedClassOutranksGenericClassesFromItsLineOn) {
+  const SignatureCatalog& cat = test::shipped_catalog();
+  const auto idx = [&](const char* id) { return static_cast<uint32_t>(cat.index_of(id)); };
+  ASSERT_TRUE(cat.find("subprocess-fail")->generic);
+  ASSERT_TRUE(cat.find("python-exception")->generic);
+  ASSERT_FALSE(cat.find("rendezvous-fail")->generic);
+  Finding named;
+  named.line = 20;
+  named.vocabulary = "torch.RendezvousTimeoutError";
+  Finding later;
+  later.line = 25;
+  Finding earlier;
+  earlier.line = 5;
+
+  ClassOccurrence rdzv{idx("rendezvous-fail"), &named, 1, false, 20};
+  rdzv.named_order = 20;
+  // unknown-death: a catch-all rendezvous-fail's `explains` does not list, so only the token links
+  // them.
+  ClassOccurrence child{idx("unknown-death"), &later, 1, false, 25};
+  ClassOccurrence tb{idx("unknown-death"), &earlier, 1, false, 5};
+  const RankingResult r = rank_failures(cat, {tb, rdzv, child}, false);
+  EXPECT_EQ(r.explained_by[2], 1);   // the later catch-all is the named class's consequence
+  EXPECT_EQ(r.explained_by[0], -1);  // an earlier one is not
+  EXPECT_EQ(r.primary, 1);
+
+  // Without the token the same class found by a pattern explains nothing it does not list.
+  ClassOccurrence unnamed{idx("rendezvous-fail"), &later, 1, false, 20};
+  ClassOccurrence generic_later{idx("unknown-death"), &later, 1, false, 25};
+  EXPECT_EQ(rank_failures(cat, {unnamed, generic_later}, false).explained_by[1], -1);
+}
+
+// The vocabulary files are checked like the catalog: file:line errors naming the problem.
+std::string load_errors(const std::string& text) {
+  RulesLoad rl = parse_rules_text(text, "site.rules");
+  std::vector<InputError> errors = rl.errors;
+  const SignatureCatalog cat = SignatureCatalog::from_sections(rl.sections, errors);
+  std::string s;
+  for (const auto& e : errors)
+    s += std::string(e.what()) + "\n";
+  for (const auto& e : check_signature_examples(cat))
+    s += std::string(e.what()) + "\n";
+  return s;
+}
+
+const char* const kPortClass =
+    "[signature port-fail]\n"
+    "pattern = Address already in use\n"
+    "example = OSError: [Errno 98] Address already in use\n"
+    "explain = x\n";
+
+TEST(VocabularyCheck, AnEntryNamingNoClassOrNoSourceIsAnErrorAtItsLine) {
+  const std::string errors = load_errors(std::string(kPortClass) +
+                                         "[vocab-group site]\n"        // 5
+                                         "read-in = exception-type\n"  // 6
+                                         "example = port-fail | PortTakenError: 29500\n"
+                                         "[vocab site.PortTakenError]\n"  // 8
+                                         "token = PortTakenError\n"
+                                         "class = port-busy\n"  // 10
+                                         "[vocab other.X]\n"    // 11
+                                         "token = XyzzyError\n"
+                                         "class = port-fail\n");
+  EXPECT_NE(errors.find("site.rules:5: [vocab-group site]: defined-in: missing"), std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("site.rules:10: [vocab site.PortTakenError]: class: unknown class "
+                        "'port-busy'"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("site.rules:11: [vocab other.X]: a vocabulary entry's id is GROUP.NAME"),
+            std::string::npos)
+      << errors;
+}
+
+TEST(VocabularyCheck, AGroupsExampleMustBeReadThroughItsOwnTokens) {
+  const std::string ok = load_errors(std::string(kPortClass) +
+                                     "[vocab-group site]\n"
+                                     "defined-in = site wiki, Errors page\n"
+                                     "read-in = exception-type\n"
+                                     "example = port-fail | PortTakenError: 29500\n"
+                                     "[vocab site.PortTakenError]\n"
+                                     "token = PortTakenError\n"
+                                     "class = port-fail\n");
+  EXPECT_EQ(ok, "");
+  const std::string bad = load_errors(std::string(kPortClass) +
+                                      "[vocab-group site]\n"
+                                      "defined-in = site wiki, Errors page\n"
+                                      "read-in = exception-type\n"
+                                      "example = port-fail | RuntimeError: Address already in use\n"
+                                      "[vocab site.PortTakenError]\n"
+                                      "token = PortTakenError\n"
+                                      "class = port-fail\n");
+  EXPECT_NE(bad.find("site.rules:8: [vocab-group site]: example: read as port-fail but not "
+                     "through this group's tokens (a pattern matched it)"),
+            std::string::npos)
+      << bad;
+}
+
+TEST(VocabularyCheck, EveryShippedEntryNamesWhereItIsDefined) {
+  const Vocabulary& v = test::shipped_catalog().vocabulary();
+  EXPECT_GE(v.groups.size(), 9u);
+  for (const auto& g : v.groups)
+    EXPECT_FALSE(g.examples.empty()) << g.id;
+  for (const auto& e : v.entries)
+    EXPECT_FALSE(e.defined_in.empty()) << e.id;
+}
+
+}  // namespace
+}  // namespace triage
