@@ -40,6 +40,7 @@ class HttpApi {
   };
   struct Stats {
     std::map<int, uint64_t> requests;  // status -> count
+    uint64_t scrapes_refused = 0;      // /metrics answered 503: HttpMaxScrapes were in flight
   };
 
   HttpApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node, const CallerPolicy& callers,
@@ -68,6 +69,7 @@ class HttpApi {
   Hooks hooks_;
   std::unique_ptr<StreamServer> server_;
   int port_ = 0;
+  size_t scrapes_in_flight_ = 0;  // /metrics answers not yet fully sent
   Stats stats_;
 };
 
