@@ -337,7 +337,7 @@ TEST(Triage, AHungAgentCostsJobsNothingAndCatchesUpWhenItWakes) {
 // falls back to the inbox.
 constexpr const char* kSocketFlooder = R"PY(
 import os, socket, sys, time
-path, seconds, ready = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+path, seconds, ready, stop = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 refused = 0
 def one(i):
     global refused
@@ -347,14 +347,17 @@ def one(i):
     except OSError:
         refused += 1
         return None
-    if i % 2:
-        s.send(b'{"op":"health","pad":"')
+    try:
+        if i % 2:
+            s.send(b'{"op":"health","pad":"')
+    except OSError:
+        pass  # refused already: the loop below reads why
     s.setblocking(False)
     return s
 conns = [one(i) for i in range(1000)]
 open(ready, "w").close()
 end = time.time() + seconds
-while time.time() < end:
+while time.time() < end and not os.path.exists(stop):
     for i, s in enumerate(conns):
         if s is not None:
             try:
@@ -398,11 +401,12 @@ TEST(Triage, AUserFloodingTheAgentsSocketSendsNoneOfAJobsMessagesToTheInbox) {
   const std::string flood_dir = c.make_job_dir("flood", SlurmCluster::kOtherUser);
   { std::ofstream(flood_dir + "/flood.py") << kSocketFlooder; }
   const std::string ready = flood_dir + "/ready";
+  const std::string stop = flood_dir + "/stop";  // written by root when the job is done
   CommandResult flood;
   std::thread flooder([&] {
     flood = c.as(SlurmCluster::kOtherUser, flood_dir,
-                 {"/usr/bin/python3", flood_dir + "/flood.py", c.socket_path(), "15", ready}, {},
-                 seconds(40));
+                 {"/usr/bin/python3", flood_dir + "/flood.py", c.socket_path(), "30", ready, stop},
+                 {}, seconds(40));
   });
   for (int i = 0; i < 200 && !fs::exists(ready); ++i)
     std::this_thread::sleep_for(milliseconds(100));
@@ -419,6 +423,7 @@ TEST(Triage, AUserFloodingTheAgentsSocketSendsNoneOfAJobsMessagesToTheInbox) {
     EXPECT_EQ(c.wait_job(id), "COMPLETED");
     std::ofstream(plugstack) << original << "\n";
   }
+  std::ofstream(stop).close();
   flooder.join();
   EXPECT_TRUE(flood.ok()) << flood.output;
   const size_t at = flood.output.find("refused ");
