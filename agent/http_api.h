@@ -67,9 +67,11 @@ class HttpApi {
   NodeState& node_;
   const CallerPolicy& callers_;
   Hooks hooks_;
+  // /metrics answers not yet fully sent; declared before server_, whose closing connections
+  // count it down as the server goes away.
+  size_t scrapes_in_flight_ = 0;
   std::unique_ptr<StreamServer> server_;
   int port_ = 0;
-  size_t scrapes_in_flight_ = 0;  // /metrics answers not yet fully sent
   Stats stats_;
 };
 
