@@ -96,7 +96,7 @@ void expect_within_budget(const std::vector<double>& ms, const std::string& who)
 // slow) is opened again. `open_one(i)` connects and sends what connection i sends (-1: failed).
 class Flood {
  public:
-  Flood(uid_t uid, std::function<int(int)> open_one) {
+  Flood(uid_t uid, const std::function<int(int)>& open_one) {
     int ready[2];
     int stop[2];
     if (::pipe(ready) != 0 || ::pipe(stop) != 0) return;
