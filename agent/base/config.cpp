@@ -65,11 +65,18 @@ AgentConfig map_config(const KvConfig& kv) {
   c.history_max_jobs = static_cast<size_t>(kv.get_int("HistoryMaxJobs"));
   c.socket_path = kv.get("SocketPath");
   c.socket_timeout_ms = kv.get_seconds("SocketTimeout") * 1000;
+  c.socket_write_timeout_ms = kv.get_seconds("SocketWriteTimeout") * 1000;
   c.socket_max_clients = static_cast<size_t>(kv.get_int("SocketMaxClients"));
+  c.socket_max_clients_per_user = static_cast<size_t>(kv.get_int("SocketMaxClientsPerUser"));
+  c.socket_reserved_clients = static_cast<size_t>(kv.get_int("SocketReservedClients"));
   c.http_address = kv.get("HttpAddress");
   c.http_port = static_cast<int>(kv.get_int("HttpPort"));
   c.http_timeout_ms = kv.get_seconds("HttpTimeout") * 1000;
+  c.http_write_timeout_ms = kv.get_seconds("HttpWriteTimeout") * 1000;
   c.http_max_connections = static_cast<size_t>(kv.get_int("HttpMaxConnections"));
+  c.http_max_connections_per_address =
+      static_cast<size_t>(kv.get_int("HttpMaxConnectionsPerAddress"));
+  c.http_max_scrapes = static_cast<size_t>(kv.get_int("HttpMaxScrapes"));
   c.http_max_header_bytes = static_cast<size_t>(kv.get_bytes("HttpMaxHeaderSize"));
   c.munge_socket = kv.get("MungeSocket");
   c.drain_policy = to_lower(kv.get("DrainPolicy"));
@@ -127,6 +134,13 @@ ConfigLoad finish(KvConfig& kv, std::vector<InputError> errors,
   for (const auto& o : overrides) {
     if (auto err = kv.set(o, "--set " + o)) errors.push_back(*err);
   }
+  // Reserving every socket slot for root and SlurmUser would lock all other users out.
+  if (errors.empty() && kv.get_int("SocketReservedClients") >= kv.get_int("SocketMaxClients")) {
+    errors.emplace_back(kv.origin("SocketReservedClients"), 0,
+                        "SocketReservedClients=" + kv.get("SocketReservedClients") +
+                            " must be below SocketMaxClients=" + kv.get("SocketMaxClients") + " (" +
+                            kv.origin("SocketMaxClients") + ")");
+  }
   out.errors = std::move(errors);
   if (out.errors.empty()) out.config = map_config(kv);
   out.dump = kv.dump();
@@ -163,18 +177,37 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Job outcomes kept at most (about 0.5 KB of memory and of spool each).", 1, 1000000),
       key("SocketPath", T::kPath, "/run/slurm-triage/agent.sock",
           "The local Unix socket (JSON lines) for the plugin, the CLI and users."),
-      key("SocketTimeout", T::kDuration, "10s", "A socket client idle this long is disconnected.",
+      key("SocketTimeout", T::kDuration, "5s",
+          "A socket client must send a complete request line within this time of connecting or "
+          "of its last answer; otherwise it is disconnected (a partial line does not count).",
           1, 3600),
-      key("SocketMaxClients", T::kInt, "256", "Concurrent socket connections; more are refused.", 1,
-          65536),
+      key("SocketWriteTimeout", T::kDuration, "10s",
+          "A socket client whose answer waits unread this long is disconnected.", 1, 3600),
+      key("SocketMaxClients", T::kInt, "256",
+          "Concurrent socket connections, everybody together; more are refused.", 2, 65536),
+      key("SocketMaxClientsPerUser", T::kInt, "8",
+          "Concurrent socket connections of one uid other than root and SlurmUser; more are "
+          "refused at once with an error line.",
+          1, 65536),
+      key("SocketReservedClients", T::kInt, "32",
+          "Of SocketMaxClients, the connections only root and SlurmUser may use (the SPANK "
+          "plugin's messages), whatever other users hold. Must be below SocketMaxClients.",
+          0, 65535),
       key("HttpAddress", T::kString, "0.0.0.0",
           "Address of the HTTP endpoint (metrics, peer evidence); use the cluster network's."),
       key("HttpPort", T::kInt, "6829", "Port of the HTTP endpoint (0: any free port).", 0, 65535),
       key("HttpTimeout", T::kDuration, "10s",
           "An HTTP request must arrive completely within this time (slow clients are cut off).", 1,
           3600),
+      key("HttpWriteTimeout", T::kDuration, "10s",
+          "An HTTP client whose answer waits unread this long is disconnected.", 1, 3600),
       key("HttpMaxConnections", T::kInt, "128", "Concurrent HTTP connections; more are refused.", 1,
           65536),
+      key("HttpMaxConnectionsPerAddress", T::kInt, "16",
+          "Concurrent HTTP connections from one remote address; more are refused at once (503).", 1,
+          65536),
+      key("HttpMaxScrapes", T::kInt, "4",
+          "Unauthenticated /metrics answers being sent at once; more are answered 503.", 1, 1024),
       key("HttpMaxHeaderSize", T::kBytes, "16K", "Largest accepted HTTP request head.", 1024,
           1LL << 20),
       key("MungeSocket", T::kPath, "",

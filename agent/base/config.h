@@ -28,13 +28,19 @@ struct AgentConfig {
   size_t history_max_jobs{};
 
   std::string socket_path;
-  int64_t socket_timeout_ms{};
+  int64_t socket_timeout_ms{};  // a complete request must arrive within this
+  int64_t socket_write_timeout_ms{};
   size_t socket_max_clients{};
+  size_t socket_max_clients_per_user{};
+  size_t socket_reserved_clients{};  // of socket_max_clients, kept for root and SlurmUser
 
   std::string http_address;
   int http_port{};  // 0: any free port (tests)
   int64_t http_timeout_ms{};
+  int64_t http_write_timeout_ms{};
   size_t http_max_connections{};
+  size_t http_max_connections_per_address{};
+  size_t http_max_scrapes{};  // unauthenticated /metrics answers in flight at once
   size_t http_max_header_bytes{};
   std::string munge_socket;  // empty: libmunge's default
 

@@ -1,6 +1,7 @@
 #include "agent/server/agent_metrics.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <iterator>
 #include <string_view>
 
@@ -178,6 +179,24 @@ void spool(Page& p, const NodeState& node) {
            "Incomplete spool lines cut off at start (interrupted writes).", s.spool_torn_lines);
 }
 
+uint64_t refusal_count(const StreamServer& server, const std::string& reason) {
+  const auto it = server.refused().find(reason);
+  return it == server.refused().end() ? 0 : it->second;
+}
+
+uint64_t timeouts(const StreamServer& server) {
+  return refusal_count(server, "idle") + refusal_count(server, "slow");
+}
+
+// One series per reason, each from the start (no uid or address labels: those would grow without
+// bound and tell every scraper who is connected).
+void refusals(Page& p, const std::string& name, const std::string& help, const StreamServer& server,
+              std::initializer_list<const char*> reasons) {
+  p.m.family(name, "counter", help);
+  for (const char* why : reasons)
+    p.m.sample(name, p.with({{"reason", why}}), refusal_count(server, why));
+}
+
 void socket(Page& p, const SocketApi& socket) {
   const SocketApi::Stats& s = socket.stats();
   p.m.family("triage_lifecycle_messages_total", "counter", "Lifecycle messages accepted, by op.");
@@ -189,10 +208,12 @@ void socket(Page& p, const SocketApi& socket) {
   if (const StreamServer* server = socket.server()) {
     p.single("triage_socket_clients", "gauge", "Connected socket clients.",
              as_count(server->connections()));
-    p.single("triage_socket_refused_connections_total", "counter",
-             "Socket connections refused (too many clients).", server->refused());
-    p.single("triage_socket_timeouts_total", "counter", "Socket clients dropped for idling.",
-             server->timed_out());
+    refusals(p, "triage_socket_refused_connections_total",
+             "Socket connections refused (per-uid: the uid holds its share; full: no slot left) "
+             "or cut off (idle: no complete request in time; slow: the answer not read in time).",
+             *server, {"per-uid", "full", "idle", "slow"});
+    p.single("triage_socket_timeouts_total", "counter",
+             "Socket clients dropped for idling or not reading (idle + slow).", timeouts(*server));
   }
   p.m.family("triage_inbox_files_total", "counter", "Inbox files applied or refused.");
   p.m.sample("triage_inbox_files_total", p.with({{"result", "applied"}}), s.inbox_applied);
@@ -205,9 +226,14 @@ void http(Page& p, const HttpApi& http) {
     p.m.sample("triage_http_requests_total", p.with({{"code", std::to_string(code)}}), n);
   if (const StreamServer* server = http.server()) {
     p.single("triage_http_timeouts_total", "counter",
-             "HTTP connections cut off for being too slow.", server->timed_out());
-    p.single("triage_http_refused_connections_total", "counter",
-             "HTTP connections refused (too many).", server->refused());
+             "HTTP connections cut off for being too slow (idle + slow).", timeouts(*server));
+    refusals(p, "triage_http_refused_connections_total",
+             "HTTP connections refused (per-address: the address holds its share; full: no slot "
+             "left; scrapes: HttpMaxScrapes /metrics answers in flight) or cut off (idle: no "
+             "complete request in time; slow: the answer not read in time).",
+             *server, {"per-address", "full", "idle", "slow"});
+    p.m.sample("triage_http_refused_connections_total", p.with({{"reason", "scrapes"}}),
+               http.stats().scrapes_refused);
   }
 }
 

@@ -28,6 +28,14 @@ std::string error_response(int status, const std::string& why) {
   return http_response(status, "application/json", json_body({{"error", why}}));
 }
 
+// What a client refused for the server's limits reads: 503 with a hint to come back shortly.
+std::string busy_response(const std::string& why) {
+  return http_response(503, "application/json", json_body({{"error", "busy: " + why}}),
+                       "Retry-After: 1\r\n");
+}
+
+constexpr int kScrapeTag = 1;  // StreamServer::Conn::tag of a /metrics answer
+
 // "/v1/jobs/4242/events" -> 4242
 std::optional<uint64_t> job_from_path(const std::string& path) {
   static constexpr std::string_view kPrefix = "/v1/jobs/";
@@ -60,7 +68,7 @@ UniqueFd listen_tcp(const std::string& address, int port, int& bound_port) {
   if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0) {
     throw_errno("bind " + address + ":" + port_s, errno);
   }
-  if (::listen(fd.get(), 256) != 0) throw_errno("listen", errno);
+  if (::listen(fd.get(), 1024) != 0) throw_errno("listen", errno);
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
@@ -76,9 +84,34 @@ HttpApi::HttpApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node,
     : cfg_(cfg), loop_(loop), node_(node), callers_(callers), hooks_(std::move(hooks)) {}
 
 void HttpApi::open() {
+  StreamServer::Options options;
+  options.name = "http";
+  // No reservation: nobody is known to be privileged before the request is read.
+  options.shares = {cfg_.http_max_connections, 0, cfg_.http_max_connections_per_address};
+  options.per_peer_reason = "per-address";
+  options.request_timeout_ms = cfg_.http_timeout_ms;
+  options.idle_timeout = false;
+  options.write_timeout_ms = cfg_.http_write_timeout_ms;
+  StreamServer::Policy policy;
+  policy.refusal = [this](const StreamServer::Conn& c, const std::string& reason) {
+    const std::string why = reason == "per-address"
+                                ? "too many connections from " + c.address + " (at most " +
+                                      std::to_string(cfg_.http_max_connections_per_address) +
+                                      " at once)"
+                                : "the agent serves as many connections as it can (" +
+                                      std::to_string(cfg_.http_max_connections) + ")";
+    return busy_response(why);
+  };
+  policy.on_close = [this](StreamServer::Conn& c) {
+    if (c.tag == kScrapeTag && scrapes_in_flight_ > 0) --scrapes_in_flight_;
+  };
   server_ = std::make_unique<StreamServer>(
-      loop_, StreamServer::Options{"http", cfg_.http_max_connections, cfg_.http_timeout_ms, false},
-      [this](StreamServer::Conn& c) { on_input(c); });
+      loop_, options,
+      [this](StreamServer::Conn& c) {
+        on_input(c);
+        return false;
+      },
+      std::move(policy));
   server_->serve(listen_tcp(cfg_.http_address, cfg_.http_port, port_));
 }
 
@@ -94,7 +127,18 @@ void HttpApi::on_input(StreamServer::Conn& c) {
   if (p.state == HttpParse::kError) {
     ++stats_.requests[p.status];
     response = error_response(p.status, p.message);
+  } else if (req.path == "/metrics" && req.method == "GET" &&
+             scrapes_in_flight_ >= cfg_.http_max_scrapes) {
+    // Scrapes are cheap to repeat and unauthenticated: a few at once, the rest come back later.
+    ++stats_.requests[503];
+    ++stats_.scrapes_refused;
+    response = busy_response("too many /metrics requests at once (at most " +
+                             std::to_string(cfg_.http_max_scrapes) + ")");
   } else {
+    if (req.path == "/metrics" && req.method == "GET") {
+      c.tag = kScrapeTag;
+      ++scrapes_in_flight_;
+    }
     response = handle(req);
   }
   c.in.clear();

@@ -40,6 +40,7 @@ class HttpApi {
   };
   struct Stats {
     std::map<int, uint64_t> requests;  // status -> count
+    uint64_t scrapes_refused = 0;      // /metrics answered 503: HttpMaxScrapes were in flight
   };
 
   HttpApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node, const CallerPolicy& callers,
@@ -66,6 +67,9 @@ class HttpApi {
   NodeState& node_;
   const CallerPolicy& callers_;
   Hooks hooks_;
+  // /metrics answers not yet fully sent; declared before server_, whose closing connections
+  // count it down as the server goes away.
+  size_t scrapes_in_flight_ = 0;
   std::unique_ptr<StreamServer> server_;
   int port_ = 0;
   Stats stats_;

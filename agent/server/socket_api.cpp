@@ -28,6 +28,7 @@ namespace {
 
 constexpr size_t kMaxRequest = size_t{64} * 1024;
 constexpr size_t kMaxInboxFile = size_t{64} * 1024;
+constexpr size_t kRequestsPerTurn = 1;
 
 nlohmann::json fail(const std::string& why) {
   return {{"ok", false}, {"error", why}};
@@ -66,7 +67,10 @@ UniqueFd listen_unix(const std::string& path) {
   }
   // Anyone may connect; what a peer may do is decided per request from SO_PEERCRED.
   if (::chmod(path.c_str(), 0666) != 0) throw_errno("chmod " + path, errno);
-  if (::listen(fd.get(), 256) != 0) throw_errno("listen " + path, errno);
+  // A deep backlog: the plugin gives up at once (to the inbox) when it is full, and a user's
+  // connection flood should meet the agent's refusal, not a full queue (the kernel caps this at
+  // net.core.somaxconn).
+  if (::listen(fd.get(), 4096) != 0) throw_errno("listen " + path, errno);
   return fd;
 }
 
@@ -91,9 +95,33 @@ SocketApi::SocketApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node,
     : cfg_(cfg), loop_(loop), node_(node), callers_(callers), hooks_(std::move(hooks)) {}
 
 void SocketApi::open() {
+  StreamServer::Options options;
+  options.name = "socket";
+  options.shares = {cfg_.socket_max_clients, cfg_.socket_reserved_clients,
+                    cfg_.socket_max_clients_per_user};
+  options.per_peer_reason = "per-uid";
+  options.request_timeout_ms = cfg_.socket_timeout_ms;
+  options.idle_timeout = true;
+  options.write_timeout_ms = cfg_.socket_write_timeout_ms;
+  StreamServer::Policy policy;
+  policy.classify = [this](const StreamServer::Conn& c) {
+    // Without credentials (never seen on Linux) the peer is nobody in particular, and ordinary.
+    if (!c.has_cred) return SharePeer{"unknown", false};
+    return SharePeer{"uid " + std::to_string(c.uid), callers_.privileged(c.uid)};
+  };
+  policy.refusal = [this](const StreamServer::Conn& c, const std::string& reason) {
+    const std::string why =
+        reason == "per-uid" ? "too many connections from uid " + std::to_string(c.uid) +
+                                  " (at most " + std::to_string(cfg_.socket_max_clients_per_user) +
+                                  " at once); close one and try again"
+                            : "the agent serves as many connections as it can (" +
+                                  std::to_string(cfg_.socket_max_clients) + "); try again later";
+    // Built by hand: a flood of refusals should cost the loop as little as possible.
+    return R"({"ok":false,"error":"connection refused: )" + why + R"(","refused":")" + reason +
+           "\"}\n";
+  };
   server_ = std::make_unique<StreamServer>(
-      loop_, StreamServer::Options{"socket", cfg_.socket_max_clients, cfg_.socket_timeout_ms, true},
-      [this](StreamServer::Conn& c) { on_input(c); });
+      loop_, options, [this](StreamServer::Conn& c) { return on_input(c); }, std::move(policy));
   server_->serve(listen_unix(cfg_.socket_path));
 }
 
@@ -126,9 +154,14 @@ void SocketApi::watch_inbox() {
   });
 }
 
-void SocketApi::on_input(StreamServer::Conn& c) {
+bool SocketApi::on_input(StreamServer::Conn& c) {
   size_t nl = 0;
+  size_t handled = 0;
   while ((nl = c.in.find('\n')) != std::string::npos) {
+    // One at a time: the rest of a long pipeline waits for the loop's next turn, after the
+    // other clients.
+    if (handled == kRequestsPerTurn) return true;
+    ++handled;
     std::string line = c.in.substr(0, nl);
     c.in.erase(0, nl + 1);
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -170,6 +203,7 @@ void SocketApi::on_input(StreamServer::Conn& c) {
     c.ignore_input = true;
     c.close_after_flush = true;
   }
+  return false;
 }
 
 nlohmann::json SocketApi::handle_request(uid_t uid, const nlohmann::json& request) {

@@ -58,7 +58,7 @@ class SocketApi {
   const StreamServer* server() const { return server_.get(); }
 
  private:
-  void on_input(StreamServer::Conn& conn);
+  bool on_input(StreamServer::Conn& conn);
   nlohmann::json handle_request(uid_t uid, const nlohmann::json& request);
   nlohmann::json handle_lifecycle(uid_t uid, const nlohmann::json& request);
   void apply_inbox_file(int dir_fd, const std::string& name);

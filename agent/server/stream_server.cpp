@@ -1,13 +1,16 @@
 #include "agent/server/stream_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -18,27 +21,47 @@ namespace triage::agent {
 
 namespace {
 
-std::string describe_peer(const sockaddr_storage& ss) {
+// Reading stops while this much of a client's answers waits unread: a client that sends requests
+// but does not read the answers is held back by its own backlog and then cut off as slow.
+constexpr size_t kPauseReadingAt = size_t{256} * 1024;
+// Bytes read from one client per readiness event, and connections accepted per event on the
+// listener: enough for any request, small enough that one busy peer leaves the loop to the others.
+constexpr size_t kReadPerEvent = size_t{64} * 1024;
+constexpr int kAcceptsPerEvent = 64;
+// The time one turn of the loop spends on pipelined requests waiting for their turn.
+constexpr int64_t kInputTurnUsec = 5000;
+
+// The remote address with and without its port.
+std::pair<std::string, std::string> describe_peer(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {};
   if (ss.ss_family == AF_INET) {
     sockaddr_in sin{};
     std::memcpy(&sin, &ss, sizeof sin);
     ::inet_ntop(AF_INET, &sin.sin_addr, buf, sizeof buf);
-    return std::string(buf) + ":" + std::to_string(ntohs(sin.sin_port));
+    return {std::string(buf) + ":" + std::to_string(ntohs(sin.sin_port)), buf};
   }
   if (ss.ss_family == AF_INET6) {
     sockaddr_in6 sin6{};
     std::memcpy(&sin6, &ss, sizeof sin6);
     ::inet_ntop(AF_INET6, &sin6.sin6_addr, buf, sizeof buf);
-    return std::string("[").append(buf).append("]:").append(std::to_string(ntohs(sin6.sin6_port)));
+    return {std::string("[").append(buf).append("]:").append(std::to_string(ntohs(sin6.sin6_port))),
+            buf};
   }
-  return "local";
+  return {"local", "local"};
+}
+
+UniqueFd open_spare() {
+  return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 }  // namespace
 
-StreamServer::StreamServer(EventLoop& loop, Options options, OnInput on_input)
-    : loop_(loop), options_(std::move(options)), on_input_(std::move(on_input)) {}
+StreamServer::StreamServer(EventLoop& loop, Options options, OnInput on_input, Policy policy)
+    : loop_(loop),
+      options_(std::move(options)),
+      on_input_(std::move(on_input)),
+      policy_(std::move(policy)),
+      shares_(options_.shares) {}
 
 StreamServer::~StreamServer() {
   stop();
@@ -46,6 +69,7 @@ StreamServer::~StreamServer() {
 
 void StreamServer::serve(UniqueFd listening) {
   listen_ = std::move(listening);
+  spare_fd_ = open_spare();
   loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
   sweep_timer_ = loop_.after(200, [this] { sweep(); });
 }
@@ -58,6 +82,8 @@ void StreamServer::stop() {
     listen_.reset();
   }
   if (sweep_timer_ != 0) loop_.cancel(sweep_timer_);
+  if (input_timer_ != 0) loop_.cancel(input_timer_);
+  input_timer_ = 0;
   std::vector<uint64_t> ids;
   for (const auto& [id, c] : conns_)
     ids.push_back(id);
@@ -66,29 +92,33 @@ void StreamServer::stop() {
 }
 
 void StreamServer::on_accept() {
-  for (;;) {
+  for (int round = 0; round < kAcceptsPerEvent; ++round) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     const int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&ss), &len,
                              SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
+      if ((errno == EMFILE || errno == ENFILE) && spare_fd_) {
+        // Out of descriptors: take the waiting connection with the spare one and close it, so the
+        // client hears "no" at once and the listener does not stay readable.
+        spdlog::warn("{}: out of file descriptors; refusing a connection", options_.name);
+        spare_fd_.reset();
+        const int victim = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (victim >= 0) ::close(victim);
+        ++refused_["full"];
+        spare_fd_ = open_spare();
+        continue;
+      }
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         spdlog::warn("{}: accept: {}", options_.name, std::strerror(errno));
       }
       return;
     }
-    if (conns_.size() >= options_.max_connections) {
-      ++refused_;
-      ::close(fd);
-      continue;
-    }
-    ++accepted_;
     auto conn = std::make_unique<Conn>();
     conn->id = next_id_++;
     conn->fd = fd;
-    conn->deadline_usec = monotonic_usec() + options_.timeout_ms * 1000;
-    conn->remote = describe_peer(ss);
+    std::tie(conn->remote, conn->address) = describe_peer(ss);
     if (ss.ss_family == AF_UNIX) {
       ucred cred{};
       socklen_t cl = sizeof cred;
@@ -99,10 +129,33 @@ void StreamServer::on_accept() {
         conn->gid = cred.gid;
       }
     }
+    conn->peer = policy_.classify ? policy_.classify(*conn) : SharePeer{conn->address, false};
+    const ShareRefusal verdict = shares_.admit(conn->peer);
+    if (verdict != ShareRefusal::kNone) {
+      refuse(*conn, verdict == ShareRefusal::kPerPeer ? options_.per_peer_reason : "full");
+      continue;
+    }
+    ++accepted_;
+    conn->request_deadline_usec = monotonic_usec() + options_.request_timeout_ms * 1000;
     const uint64_t id = conn->id;
     conns_[id] = std::move(conn);
     loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { on_event(id, ev); });
   }
+}
+
+void StreamServer::refuse(Conn& conn, const std::string& reason) {
+  ++refused_[reason];
+  if (policy_.refusal) {
+    // A fresh socket's send buffer takes one short answer whole; what does not fit is not sent.
+    const std::string text = policy_.refusal(conn, reason);
+    (void)!::send(conn.fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  // What the client already sent (a request line fits) is read away first: closing over unread
+  // input would reset the connection, and the client might lose the answer before reading it.
+  char buf[4096];
+  (void)!::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT);
+  ::shutdown(conn.fd, SHUT_WR);
+  ::close(conn.fd);
 }
 
 void StreamServer::on_event(uint64_t id, uint32_t events) {
@@ -113,16 +166,17 @@ void StreamServer::on_event(uint64_t id, uint32_t events) {
     flush(c);
     if (conns_.count(id) == 0) return;
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+  const bool readable = (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+  if (readable && !c.ignore_input && !c.peer_done && c.out.size() < kPauseReadingAt &&
+      input_pending_.count(id) == 0) {
     char buf[16384];
     bool eof = false;
-    for (;;) {
+    size_t got = 0;
+    while (got < kReadPerEvent) {
       const ssize_t n = ::read(c.fd, buf, sizeof buf);
       if (n > 0) {
-        if (!c.ignore_input) c.in.append(buf, static_cast<size_t>(n));
-        // Never buffer more than one read's worth beyond what the protocol lets through; the
-        // handler rejects oversized requests as soon as it sees them.
-        if (c.in.size() > (4u << 20)) break;
+        c.in.append(buf, static_cast<size_t>(n));
+        got += static_cast<size_t>(n);
         continue;
       }
       if (n == 0) eof = true;
@@ -130,31 +184,87 @@ void StreamServer::on_event(uint64_t id, uint32_t events) {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) eof = true;
       break;
     }
-    if (!c.in.empty() && !c.ignore_input) on_input_(c);
-    if (conns_.count(id) == 0) return;
-    if (eof) {
-      // The client is done sending; finish writing what it asked for, then close.
-      c.close_after_flush = true;
-      c.ignore_input = true;
+    if (!c.in.empty()) {
+      handle_input(id);
+      if (conns_.count(id) == 0) return;
     }
+    if (eof) {
+      // The client is done sending; finish what it asked for (requests waiting for their turn
+      // included), then close.
+      c.peer_done = true;
+      if (input_pending_.count(id) == 0) {
+        c.close_after_flush = true;
+        c.ignore_input = true;
+      }
+    }
+  } else if (readable && (c.ignore_input || c.peer_done) && (events & (EPOLLHUP | EPOLLERR)) != 0) {
+    close_conn(id);  // gone entirely: nobody is left to write to
+    return;
   }
   flush(c);
+}
+
+void StreamServer::handle_input(uint64_t id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  if (c.ignore_input || c.in.empty()) return;
+  // Answers pile up unread: wait for the client to take them (flush() resumes).
+  if (c.out.size() >= kPauseReadingAt) return;
+  const bool more = on_input_(c);
+  if (conns_.count(id) == 0) return;
+  if (more) {
+    schedule_input(c);
+  } else if (c.peer_done) {
+    c.close_after_flush = true;
+    c.ignore_input = true;
+  }
+}
+
+void StreamServer::schedule_input(Conn& conn) {
+  if (input_pending_.insert(conn.id).second) input_queue_.push_back(conn.id);
+  if (input_timer_ != 0) return;
+  input_timer_ = loop_.after(0, [this] {
+    input_timer_ = 0;
+    // One request for each waiting connection, within a few milliseconds; whoever is left goes
+    // first next turn, after the loop has looked at its descriptors again.
+    const int64_t until = monotonic_usec() + kInputTurnUsec;
+    for (size_t n = input_queue_.size(); n > 0 && !input_queue_.empty() && monotonic_usec() < until;
+         --n) {
+      const uint64_t id = input_queue_.front();
+      input_queue_.pop_front();
+      input_pending_.erase(id);
+      handle_input(id);
+      auto it = conns_.find(id);
+      if (it != conns_.end()) flush(*it->second);
+    }
+    if (!input_queue_.empty() && input_timer_ == 0) {
+      input_timer_ = loop_.after(0, [this] {
+        input_timer_ = 0;
+        if (!input_queue_.empty()) schedule_input(*conns_.at(input_queue_.front()));
+      });
+    }
+  });
 }
 
 void StreamServer::send(Conn& conn, std::string_view data) {
   conn.out.append(data);
   if (conn.out.size() > options_.max_output) {
     spdlog::warn("{}: dropping a client that does not read its answers", options_.name);
+    ++refused_["slow"];
     conn.out.clear();
+    conn.ignore_input = true;
     conn.close_after_flush = true;
   }
 }
 
 void StreamServer::touch(Conn& conn) {
-  if (options_.idle_timeout) conn.deadline_usec = monotonic_usec() + options_.timeout_ms * 1000;
+  if (options_.idle_timeout)
+    conn.request_deadline_usec = monotonic_usec() + options_.request_timeout_ms * 1000;
 }
 
 void StreamServer::flush(Conn& c) {
+  const size_t before = c.out.size();
   while (!c.out.empty()) {
     const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
     if (n > 0) {
@@ -170,25 +280,58 @@ void StreamServer::flush(Conn& c) {
     close_conn(c.id);
     return;
   }
-  loop_.modify(c.fd, EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT)));
+  // The write deadline runs from the last time the client took something.
+  if (c.out.empty()) {
+    c.write_deadline_usec = 0;
+  } else if (c.write_deadline_usec == 0 || c.out.size() < before) {
+    c.write_deadline_usec = monotonic_usec() + options_.write_timeout_ms * 1000;
+  }
+  // Requests that waited for the backlog to drain.
+  if (c.out.size() < kPauseReadingAt && !c.ignore_input && !c.in.empty() &&
+      before >= kPauseReadingAt)
+    schedule_input(c);
+  watch(c);
+}
+
+void StreamServer::watch(Conn& c) {
+  uint32_t events = 0;
+  // No interest in input once it is ignored or while answers pile up: a half-closed or
+  // non-reading client would otherwise keep the loop busy with readiness it will not act on.
+  // Nor while requests already read wait for their turn: the client's pipeline stays in its own
+  // socket buffer, not in the agent's memory.
+  if (!c.ignore_input && !c.peer_done && c.out.size() < kPauseReadingAt &&
+      input_pending_.count(c.id) == 0)
+    events |= EPOLLIN | EPOLLRDHUP;
+  if (!c.out.empty()) events |= EPOLLOUT;
+  loop_.modify(c.fd, events);
 }
 
 void StreamServer::close_conn(uint64_t id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
-  loop_.remove(it->second->fd);
-  ::close(it->second->fd);
+  Conn& c = *it->second;
+  if (policy_.on_close) policy_.on_close(c);
+  shares_.release(c.peer);
+  loop_.remove(c.fd);
+  ::close(c.fd);
+  if (input_pending_.erase(id) != 0)
+    input_queue_.erase(std::find(input_queue_.begin(), input_queue_.end(), id));
   conns_.erase(it);
 }
 
 void StreamServer::sweep() {
   const int64_t now = monotonic_usec();
-  std::vector<uint64_t> expired;
+  std::vector<std::pair<uint64_t, const char*>> expired;
   for (const auto& [id, c] : conns_) {
-    if (c->deadline_usec <= now) expired.push_back(id);
+    if (!c->out.empty()) {
+      if (c->write_deadline_usec != 0 && c->write_deadline_usec <= now)
+        expired.emplace_back(id, "slow");
+    } else if (!c->close_after_flush && c->request_deadline_usec <= now) {
+      expired.emplace_back(id, "idle");
+    }
   }
-  for (uint64_t id : expired) {
-    ++timed_out_;
+  for (const auto& [id, why] : expired) {
+    ++refused_[why];
     close_conn(id);
   }
   sweep_timer_ = loop_.after(200, [this] { sweep(); });

@@ -331,6 +331,113 @@ TEST(Triage, AHungAgentCostsJobsNothingAndCatchesUpWhenItWakes) {
   EXPECT_EQ(c.node_reason(), "none");
 }
 
+// Issue 29: another user holding a thousand connections to the agent's socket (idle ones and
+// half-sent lines, every refused one opened again) while a job runs. The plugin's messages (with
+// the issue's 50 ms budget as its acknowledgement timeout) all reach the agent directly: none
+// falls back to the inbox.
+constexpr const char* kSocketFlooder = R"PY(
+import os, socket, sys, time
+path, seconds, ready, stop = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+refused = 0
+def one(i):
+    global refused
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except OSError:
+        refused += 1
+        return None
+    try:
+        if i % 2:
+            s.send(b'{"op":"health","pad":"')
+    except OSError:
+        pass  # refused already: the loop below reads why
+    s.setblocking(False)
+    return s
+conns = [one(i) for i in range(1000)]
+open(ready, "w").close()
+end = time.time() + seconds
+while time.time() < end and not os.path.exists(stop):
+    for i, s in enumerate(conns):
+        if s is not None:
+            try:
+                got = s.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                got = b""
+            if b'"refused":"per-uid"' in got:
+                refused += 1
+            s.close()
+        conns[i] = one(i)
+        time.sleep(0.001)
+    time.sleep(0.001)
+print("refused", refused)
+)PY";
+
+// The agent's count of inbox files it applied (each one a message the plugin could not deliver).
+double inbox_files_applied(const SlurmCluster& c) {
+  std::ifstream conf(c.state_dir() + "/etc/triage.conf");
+  std::string line;
+  std::string address;
+  std::string port;
+  while (std::getline(conf, line)) {
+    if (line.rfind("HttpAddress=", 0) == 0) address = line.substr(12);
+    if (line.rfind("HttpPort=", 0) == 0) port = line.substr(9);
+  }
+  const CommandResult r =
+      c.as_root({"curl", "-s", "--max-time", "10", "http://" + address + ":" + port + "/metrics"});
+  const std::string series =
+      "triage_inbox_files_total{host=\"" + c.node() + "\",result=\"applied\"} ";
+  const size_t at = r.output.find(series);
+  if (at == std::string::npos) return -1;
+  return std::stod(r.output.substr(at + series.size()));
+}
+
+TEST(Triage, AUserFloodingTheAgentsSocketSendsNoneOfAJobsMessagesToTheInbox) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const double applied_before = inbox_files_applied(c);
+  ASSERT_GE(applied_before, 0) << "no metrics from the agent";
+  const std::string flood_dir = c.make_job_dir("flood", SlurmCluster::kOtherUser);
+  { std::ofstream(flood_dir + "/flood.py") << kSocketFlooder; }
+  const std::string ready = flood_dir + "/ready";
+  const std::string stop = flood_dir + "/stop";  // written by root when the job is done
+  CommandResult flood;
+  std::thread flooder([&] {
+    flood = c.as(SlurmCluster::kOtherUser, flood_dir,
+                 {"/usr/bin/python3", flood_dir + "/flood.py", c.socket_path(), "30", ready, stop},
+                 {}, seconds(40));
+  });
+  for (int i = 0; i < 200 && !fs::exists(ready); ++i)
+    std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_TRUE(fs::exists(ready)) << "the flood did not start";
+
+  const std::string dir = c.make_job_dir("flooded");
+  uint32_t id = 0;
+  {
+    const std::string plugstack = c.state_dir() + "/etc/plugstack.conf";
+    std::string original;
+    std::getline(std::ifstream(plugstack), original);
+    std::ofstream(plugstack) << original << " timeout_ms=50\n";
+    id = c.sbatch(dir, {"-n", "2", "--triage=basic", "--wrap", "srun -n 2 true"});
+    EXPECT_EQ(c.wait_job(id), "COMPLETED");
+    std::ofstream(plugstack) << original << "\n";
+  }
+  std::ofstream(stop).close();
+  flooder.join();
+  EXPECT_TRUE(flood.ok()) << flood.output;
+  const size_t at = flood.output.find("refused ");
+  ASSERT_NE(at, std::string::npos) << flood.output;
+  EXPECT_GE(std::stol(flood.output.substr(at + 8)), 900) << "the flood was held to its share";
+
+  const auto applied = applied_messages(c, id);
+  EXPECT_EQ(count_op(applied, "job_start"), 1u);
+  EXPECT_EQ(count_op(applied, "task_exit"), 3u) << "batch + two ranks";
+  EXPECT_EQ(count_op(applied, "job_end"), 1u);
+  EXPECT_EQ(inbox_files_applied(c), applied_before) << "a message went through the inbox";
+  EXPECT_TRUE(c.inbox_messages(id).empty());
+}
+
 }  // namespace
 }  // namespace triage::testing
 
