@@ -106,6 +106,8 @@ std::string socket_request(const std::string& socket_path, const std::string& li
                            std::optional<uid_t> as_uid = std::nullopt);
 // A TCP connection to 127.0.0.1:port, or -1.
 int connect_tcp(int port);
+// A connection to the Unix socket at `path`, or -1.
+int connect_unix(const std::string& path);
 
 nlohmann::json socket_json(const std::string& socket_path, const nlohmann::json& request,
                            std::optional<uid_t> as_uid = std::nullopt);

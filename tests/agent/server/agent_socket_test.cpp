@@ -18,6 +18,7 @@ namespace triage::agent {
 namespace {
 
 using testing::AgentHarness;
+using testing::connect_unix;
 using testing::eventually;
 using testing::kDaemon;
 using testing::kNobody;
@@ -26,18 +27,6 @@ using testing::read_file;
 using testing::socket_json;
 using testing::socket_request;
 using testing::write_file;
-
-int connect_unix(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 nlohmann::json job_start(uint64_t job, uid_t owner, const std::string& msg_id) {
   return lifecycle("job_start", job, msg_id,

@@ -35,6 +35,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::AgentHarness;
+using testing::connect_unix;
 using testing::kNobody;
 using testing::kNogroup;
 using testing::lifecycle;
@@ -161,18 +162,6 @@ class Flood {
   int stop_ = -1;
   bool started_ = false;
 };
-
-int connect_unix(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 void send_some(int fd, const std::string& data) {
   (void)!::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
