@@ -15,8 +15,8 @@
 
 namespace triage::hardening {
 
-int connect_unix(const std::string& path);
 using agent::testing::connect_tcp;
+using agent::testing::connect_unix;
 bool send_all(int fd, std::string_view data);
 // Reads until a newline (or, when `until_newline` is false, until EOF) or `timeout_ms` passes.
 std::string read_some(int fd, int timeout_ms, bool until_newline = true);
