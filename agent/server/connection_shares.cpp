@@ -4,7 +4,7 @@
 
 namespace triage::agent {
 
-ConnectionShares::ConnectionShares(ShareLimits limits) : limits_(limits) {
+ConnectionShares::ConnectionShares(const ShareLimits& limits) : limits_(limits) {
   // A reservation as large as the whole would lock ordinary peers out entirely; config.cpp refuses
   // such a file, this keeps a hand-made ShareLimits from doing it silently.
   limits_.reserved = std::min(limits_.reserved, limits_.total > 0 ? limits_.total - 1 : 0);

@@ -31,7 +31,7 @@ struct SharePeer {
 
 class ConnectionShares {
  public:
-  explicit ConnectionShares(ShareLimits limits);
+  explicit ConnectionShares(const ShareLimits& limits);
 
   // Whether `peer` may open one more connection; when it may, the connection is counted.
   ShareRefusal admit(const SharePeer& peer);

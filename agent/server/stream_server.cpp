@@ -104,7 +104,9 @@ void StreamServer::on_accept() {
         // client hears "no" at once and the listener does not stay readable.
         spdlog::warn("{}: out of file descriptors; refusing a connection", options_.name);
         spare_fd_.reset();
-        const int victim = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        socklen_t victim_len = sizeof ss;
+        const int victim =
+            ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&ss), &victim_len, SOCK_CLOEXEC);
         if (victim >= 0) ::close(victim);
         ++refused_["full"];
         spare_fd_ = open_spare();

@@ -249,7 +249,7 @@ TEST(FairShares, OneUserHoldingAThousandSocketConnectionsStarvesNobody) {
     std::this_thread::sleep_for(50ms);
   }
   // Long enough for the idle timeout and the write timeout to cut the flooder's holders off.
-  while (std::chrono::steady_clock::now() - flood_start < 2500ms)
+  while (std::chrono::steady_clock::now() - flood_start < std::chrono::milliseconds(2500))
     std::this_thread::sleep_for(50ms);
   const std::string during = h.agent().metrics();
   const auto t0 = std::chrono::steady_clock::now();
@@ -424,7 +424,7 @@ TEST(FairShares, AFloodOfMetricsConnectionsLeavesAPeersEvidenceFetchAlone) {
     EXPECT_NE(a.body.find("boot-a:7"), std::string::npos);
     std::this_thread::sleep_for(50ms);
   }
-  while (std::chrono::steady_clock::now() - flood_start < 2500ms)
+  while (std::chrono::steady_clock::now() - flood_start < std::chrono::milliseconds(2500))
     std::this_thread::sleep_for(50ms);
   const std::string during = h.agent().metrics();
   flood.end();
