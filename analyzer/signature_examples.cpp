@@ -73,7 +73,7 @@ const CompiledPattern* first_match(const std::vector<CompiledPattern>& patterns,
   return nullptr;
 }
 
-std::string scanner_reading(const SignatureCatalog& catalog, LineVerdict v) {
+std::string scanner_reading(const SignatureCatalog& catalog, const LineVerdict& v) {
   if (v.harmless >= 0) {
     const HarmlessEntry& h = catalog.harmless()[static_cast<size_t>(v.harmless)];
     return "it is silenced by [harmless " + h.id + "] (" + at(h.file, h.line) + ")";
@@ -88,7 +88,7 @@ std::string scanner_reading(const SignatureCatalog& catalog, LineVerdict v) {
 
 // Why an example of `c` is not a finding of it: its own patterns first, then what took the line.
 std::string why_not_found(const SignatureCatalog& catalog, const SignatureClass& c,
-                          std::string_view line, LineVerdict v) {
+                          std::string_view line, const LineVerdict& v) {
   if (first_match(c.patterns, line) == nullptr)
     return "no pattern of the class matches it; " + scanner_reading(catalog, v);
   if (const CompiledPattern* ex = first_match(c.excludes, line))
