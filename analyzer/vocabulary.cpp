@@ -17,6 +17,7 @@ std::optional<VocabPlace> parse_place(std::string_view v) {
   if (v == "exception-message") return VocabPlace::kExceptionMessage;
   if (v == "status") return VocabPlace::kStatus;
   if (v == "nccl-line") return VocabPlace::kNcclLine;
+  if (v == "slurm-line") return VocabPlace::kSlurmLine;
   if (v == "word") return VocabPlace::kWord;
   return std::nullopt;
 }
@@ -73,7 +74,7 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
         if (!p) {
           errors.push_back(entry_error(sec, e,
                                        "expected exception-type, exception-message, status, "
-                                       "nccl-line or word"));
+                                       "nccl-line, slurm-line or word"));
         } else {
           g.places.push_back(*p);
         }
@@ -198,6 +199,22 @@ bool parse_exception_line(std::string_view text, ExceptionLine& out) {
   return true;
 }
 
+bool is_slurm_line(std::string_view text) {
+  for (std::string_view prog : {"srun", "slurmstepd", "slurmd", "salloc", "sbatch"}) {
+    if (text.substr(0, prog.size()) != prog) continue;
+    const std::string_view rest = text.substr(prog.size());
+    if (rest.substr(0, 2) == ": ") return true;
+    // slurmstepd-<node>: the node's name runs to the colon, without a space.
+    if (prog == "slurmstepd" && !rest.empty() && rest.front() == '-') {
+      const size_t colon = rest.find(": ");
+      if (colon != std::string_view::npos &&
+          rest.substr(0, colon).find(' ') == std::string_view::npos)
+        return true;
+    }
+  }
+  return false;
+}
+
 bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace place,
                     const ExceptionLine* exc) {
   if (at + len > text.size()) return false;
@@ -217,6 +234,8 @@ bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace pla
       return word_start && word_end &&
              (text.find("NCCL") != std::string_view::npos ||
               text.find("RCCL") != std::string_view::npos);
+    case VocabPlace::kSlurmLine:
+      return word_start && word_end && is_slurm_line(text);
     case VocabPlace::kWord:
       return word_start && word_end;
   }

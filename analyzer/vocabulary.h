@@ -23,6 +23,8 @@ enum class VocabPlace : uint8_t {
   kExceptionMessage,  // inside the message of a Python exception line
   kStatus,            // `TOKEN:` at a word start (absl/gRPC status as XLA and JAX print them)
   kNcclLine,          // anywhere in a line NCCL or RCCL printed (`NCCL WARN`, `NCCL error`)
+  kSlurmLine,         // anywhere in a line a Slurm program printed (`srun: error: ...`,
+                      // `slurmstepd: error: ...`, `slurmstepd-node07: error: ...`)
   kWord,              // anywhere, as a whole word (a token long and distinctive enough)
 };
 
@@ -77,6 +79,11 @@ struct ExceptionLine {
   size_t message_at = 0;  // offset of the message in the line
 };
 bool parse_exception_line(std::string_view text, ExceptionLine& out);
+
+// Whether `text` is a line a Slurm program printed: it starts with the program's name and a colon
+// (`srun:`, `slurmstepd:`, `slurmd:`, `salloc:`, `sbatch:`), slurmstepd's name possibly with the
+// node's (`slurmstepd-node07:`, as 23.02 and later print it).
+bool is_slurm_line(std::string_view text);
 
 // Whether `token`, found at `at` in `text`, stands in `place` there. `exc` is the line's parse
 // when it is an exception line (null otherwise).

@@ -102,6 +102,64 @@ TEST(Nccl, TheResultStringInTorchsNcclErrorIsTheCollectiveFailure) {
   EXPECT_EQ(r.vocabulary, "nccl.ncclSystemError");
 }
 
+TEST(Nccl, TheInternalErrorStringSince219NamesTheCollectiveFailure) {
+  const Read r = read_one(
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, internal "
+      "error - please report this issue to the NCCL developers, NCCL version 2.19.3");
+  EXPECT_EQ(r.cls, "nccl-timeout");
+  EXPECT_EQ(r.vocabulary, "nccl.ncclInternalError");
+}
+
+TEST(Hip, RocmsNoDeviceStringIsNoUsableGpu) {
+  const Read r = read_one("RuntimeError: HIP error: no ROCm-capable device is detected");
+  EXPECT_EQ(r.cls, "no-gpu");
+  EXPECT_EQ(r.vocabulary, "hip.hipErrorNoDevice");
+}
+
+TEST(SlurmLine, ALineIsSlurmsWhenItStartsWithTheProgramsName) {
+  EXPECT_TRUE(is_slurm_line("srun: error: node07: task 3: Out Of Memory"));
+  EXPECT_TRUE(is_slurm_line("slurmstepd: error: Exceeded job memory limit"));
+  EXPECT_TRUE(is_slurm_line("slurmstepd-falkor7: error: Step 1141810.0 exceeded memory limit"));
+  EXPECT_FALSE(is_slurm_line("srunner: error: Out Of Memory"));
+  EXPECT_FALSE(is_slurm_line("slurmstepd-a b: error"));
+  EXPECT_FALSE(is_slurm_line("[train] Out Of Memory in slurmstepd: retrying"));
+}
+
+TEST(Slurm, StepdsCancellationReasonNamesTheClass) {
+  Read r = read_one(
+      "slurmstepd: error: *** STEP 557341.0 ON c4-n12 CANCELLED AT "
+      "2025-03-11T13:26:25 DUE TO PREEMPTION ***");
+  EXPECT_EQ(r.cls, "preempted");
+  r = read_one(
+      "slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21 "
+      "DUE TO TIME LIMIT ***");
+  EXPECT_EQ(r.cls, "time-limit");
+}
+
+TEST(Slurm, MemoryEnforcementInBothWordingsIsHostMemory) {
+  // 22.05's cgroup wording and 24.11's, and jobacct_gather's polling kill on a named node.
+  EXPECT_EQ(read_one("slurmstepd: error: Detected 1 oom-kill event(s) in step 3495064.0 cgroup. "
+                     "Some of your processes may have been killed by the cgroup out-of-memory "
+                     "handler.")
+                .cls,
+            "oom-host");
+  EXPECT_EQ(read_one("slurmstepd: error: Detected 2 oom_kill events in StepId=77.13. Some of the "
+                     "step tasks have been OOM Killed.")
+                .cls,
+            "oom-host");
+  const Read r = read_one(
+      "slurmstepd-falkor7: error: Step 1141810.0 exceeded memory limit (52917772 > 20971520), "
+      "being killed");
+  EXPECT_EQ(r.cls, "oom-host");
+}
+
+TEST(Slurm, SlurmsWordsInAProgramsOwnLineAreNotSlurms) {
+  // A training script that prints the phrase is not slurmstepd: the message counts only in a
+  // line a Slurm program printed.
+  EXPECT_EQ(read_one("[watchdog] rank 3 exceeded memory limit set by --max-rss; continuing").cls,
+            "");
+}
+
 TEST(Status, AStatusCodeCountsOnlyAsAStatus) {
   EXPECT_EQ(read_one("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory "
                      "while trying to allocate 12884901888 bytes.")
