@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "agent/health/preflight.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
 #include "agent/server/agent_metrics.h"
@@ -46,7 +47,10 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
-                               [this](JobRecord& j) { pipeline_.on_job_end(j); }}),
+                               [this](JobRecord& j) { pipeline_.on_job_end(j); },
+                               [this](uint64_t job_id, const std::string& gpus) {
+                                 return preflight_on_loop(job_id, gpus);
+                               }}),
       http_(cfg_, loop_, node_, callers_,
             HttpApi::Hooks{
                 [this] { return health_on_loop(); }, [this] { return metrics_on_loop(); },
@@ -271,6 +275,31 @@ LiveMonitor::Hooks Agent::live_hooks() {
   return h;
 }
 
+std::vector<std::string> Agent::ports_down_now() const {
+  // Network ports are not read yet (issue 27, part 1): when they are, this returns the node's
+  // ports that are down right now ("mlx5_0/1"), from what the port reader last saw.
+  return {};
+}
+
+nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus) {
+  // Only what the agent already holds: the prolog waits at most 50 ms for this answer.
+  PreflightFacts facts;
+  facts.verdict = health_.verdict();
+  facts.ports_down = ports_down_now();
+  if (const auto& d = node_.dstate()) facts.leftovers = stuck_leftovers(*d, node_.jobs());
+  facts.gpus_expected = parse_job_gpus(gpus);
+  const PreflightAnswer a = decide_preflight(facts);
+  ++preflight_answers_[a.fit ? "fit" : "unfit"];
+  if (a.fit) return {{"fit", true}};
+  const std::string reason = preflight_reason(a);
+  spdlog::warn("preflight: job {} refused on {}: {}", job_id, cfg_.node_name, log_text(reason));
+  health_.label_preflight_drain(reason);
+  // At most 8 lines: the prolog reads the answer into a fixed buffer.
+  std::vector<std::string> evidence(a.evidence.begin(),
+                                    a.evidence.begin() + std::min<size_t>(a.evidence.size(), 8));
+  return {{"fit", false}, {"reason", reason}, {"evidence", evidence}};
+}
+
 nlohmann::json Agent::health_on_loop() {
   nlohmann::json h;
   h["host"] = cfg_.node_name;
@@ -303,6 +332,7 @@ nlohmann::json Agent::health_on_loop() {
                   {"set_aside", history_.counts().set_aside},
                   {"pushes", pipeline_.stats().history_pushes},
                   {"push_failures", pipeline_.stats().history_push_failures}};
+  if (!preflight_answers_.empty()) h["preflight"] = preflight_answers_;
   h["version"] = kVersion;
   return h;
 }

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -115,6 +116,9 @@ class Agent {
   // slurmctld's record of a job through the shared client (the live loop's and the requeue's).
   JobRequeue::LoadJob load_job();
   nlohmann::json health_on_loop();
+  // The "preflight" op (agent/health/preflight.h) and the facts only the frame can gather.
+  nlohmann::json preflight_on_loop(uint64_t job_id, const std::string& gpus);
+  std::vector<std::string> ports_down_now() const;
   std::string metrics_on_loop();
 
   AgentConfig cfg_;
@@ -137,6 +141,7 @@ class Agent {
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;
+  std::map<std::string, uint64_t> preflight_answers_;  // "fit" | "unfit" -> answers given
 
   std::thread loop_thread_;
   std::atomic<bool> started_{false};
