@@ -295,8 +295,11 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
   spdlog::warn("preflight: job {} refused on {}: {}", job_id, cfg_.node_name, log_text(reason));
   health_.label_preflight_drain(reason);
   // At most 8 lines: the prolog reads the answer into a fixed buffer.
-  std::vector<std::string> evidence(a.evidence.begin(),
-                                    a.evidence.begin() + std::min<size_t>(a.evidence.size(), 8));
+  std::vector<std::string> evidence;
+  for (const auto& line : a.evidence) {
+    if (evidence.size() == 8) break;
+    evidence.push_back(line);
+  }
   return {{"fit", false}, {"reason", reason}, {"evidence", evidence}};
 }
 
