@@ -10,7 +10,10 @@
 #include "agent/health/preflight.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
+#include "agent/live/hang_commands.h"
 #include "agent/server/agent_metrics.h"
+#include "agent/slurm/job_comment.h"
+#include "agent/slurm/job_ref.h"
 #include "common/build_config.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -294,6 +297,7 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
   const std::string reason = preflight_reason(a);
   spdlog::warn("preflight: job {} refused on {}: {}", job_id, cfg_.node_name, log_text(reason));
   health_.label_preflight_drain(reason);
+  record_refusal(job_id, reason);
   // At most 8 lines: the prolog reads the answer into a fixed buffer.
   std::vector<std::string> evidence;
   for (const auto& line : a.evidence) {
@@ -301,6 +305,37 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
     evidence.push_back(line);
   }
   return {{"fit", false}, {"reason", reason}, {"evidence", evidence}};
+}
+
+void Agent::record_refusal(uint64_t job_id, const std::string& reason) {
+  // On a worker: slurmctld's AdminComment as it stands, then ours merged in. Only root and
+  // Slurm's operators may write that field, so the next attempt's reader can trust it.
+  const std::string node = cfg_.node_name;
+  const bool submitted = workers_.submit([this, job_id, node, reason] {
+    std::string error;
+    const std::optional<JobFacts> facts = load_job()(job_id, error);
+    if (!facts) {
+      spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(error));
+      return;
+    }
+    const CommentMerge merge =
+        merge_refused_comment(facts->admin_comment, compose_refused_segment(node, reason));
+    if (!merge.write) {
+      spdlog::info("preflight: job {}'s AdminComment left as it is: {}", job_id,
+                   log_text(merge.reason));
+      return;
+    }
+    try {
+      const SlurmCommandResult done = slurm_command_runner(std::chrono::milliseconds(
+          cfg_.slurm_command_timeout_ms))(set_admin_comment_argv(job_ref(*facts), merge.value));
+      if (!done.ok) {
+        spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(done.error));
+      }
+    } catch (const JobRefError& e) {
+      spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(e.what()));
+    }
+  });
+  if (!submitted) spdlog::error("preflight: no worker free to mark job {} as refused", job_id);
 }
 
 nlohmann::json Agent::health_on_loop() {

@@ -119,6 +119,9 @@ class Agent {
   // The "preflight" op (agent/health/preflight.h) and the facts only the frame can gather.
   nlohmann::json preflight_on_loop(uint64_t job_id, const std::string& gpus);
   std::vector<std::string> ports_down_now() const;
+  // Marks the refused job's AdminComment "triage-refused=<node>:<reason>"
+  // (agent/slurm/job_comment.h).
+  void record_refusal(uint64_t job_id, const std::string& reason);
   std::string metrics_on_loop();
 
   AgentConfig cfg_;

@@ -2,8 +2,9 @@
 # The preflight on a real two-node Slurm (scripts/dev-cluster up --plugin-args 'preflight=on'):
 # a kernel line makes the first node drain-recommended; a job that would land there is refused by
 # its prolog, the node is drained with a "triage preflight:" reason naming the evidence, and the
-# job runs on the other node. Then, with the first node resumed and its agent stopped, a job runs
-# there: no agent, no failed prolog. Needs root (exit 77: skipped).
+# job runs on the other node, its AdminComment naming the refusal. Then, with the first node
+# resumed and its agent stopped, a job runs there: no agent, no failed prolog. Needs root (exit
+# 77: skipped).
 #   tests/e2e/preflight_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1
@@ -67,6 +68,10 @@ wait_for 60 "job $job completed" done_
 [[ $(field job "$job" NodeList) == "$good" ]] || fail "job $job ran on $(field job "$job" NodeList), not $good"
 [[ $(field job "$job" Restarts) == 1 ]] || fail "job $job was not requeued once: $(scontrol show job "$job")"
 [[ $(node_reason "$good") == "" ]] || fail "$good has a reason: $(node_reason "$good")"
+# The job itself says where it was refused and why (AdminComment: only root and operators write it).
+comment=$(field job "$job" AdminComment)
+[[ $comment == *"triage-refused=$bad:triage%20preflight:%20drain%20recommended:"* ]] ||
+  fail "job $job's AdminComment does not name the refusal: $comment"
 
 # The agent of the first node stopped: its prolog cannot ask, and lets the job in.
 scontrol update nodename="$bad" state=resume
