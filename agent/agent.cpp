@@ -50,7 +50,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
-                               [this](JobRecord& j) { pipeline_.on_job_end(j); },
+                               [this](JobRecord& j) { job_ended(j); },
                                [this](uint64_t job_id, const std::string& gpus) {
                                  return preflight_on_loop(job_id, gpus);
                                }}),
@@ -296,6 +296,7 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
   if (a.fit) return {{"fit", true}};
   const std::string reason = preflight_reason(a);
   spdlog::warn("preflight: job {} refused on {}: {}", job_id, cfg_.node_name, log_text(reason));
+  refused_jobs_.insert(job_id);
   health_.label_preflight_drain(reason);
   record_refusal(job_id, reason);
   // At most 8 lines: the prolog reads the answer into a fixed buffer.
@@ -305,6 +306,17 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
     evidence.push_back(line);
   }
   return {{"fit", false}, {"reason", reason}, {"evidence", evidence}};
+}
+
+void Agent::job_ended(JobRecord& j) {
+  // slurmd runs the epilog of an attempt whose prolog the preflight failed here: that attempt
+  // never ran, Slurm requeued the job, and its next attempt is analysed where it runs.
+  if (refused_jobs_.erase(j.job_id) > 0) {
+    spdlog::info("job {}: its end on {} follows the preflight's refusal here; not analysed here",
+                 j.job_id, cfg_.node_name);
+    return;
+  }
+  pipeline_.on_job_end(j);
 }
 
 void Agent::record_refusal(uint64_t job_id, const std::string& reason) {

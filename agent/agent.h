@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,8 @@ class Agent {
   // Marks the refused job's AdminComment "triage-refused=<node>:<reason>"
   // (agent/slurm/job_comment.h).
   void record_refusal(uint64_t job_id, const std::string& reason);
+  // A job_end made durable: to the job-end pipeline, unless the preflight refused the job here.
+  void job_ended(JobRecord& j);
   std::string metrics_on_loop();
 
   AgentConfig cfg_;
@@ -145,6 +148,7 @@ class Agent {
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;
   std::map<std::string, uint64_t> preflight_answers_;  // "fit" | "unfit" -> answers given
+  std::set<uint64_t> refused_jobs_;  // jobs the preflight refused here, until their epilog
 
   std::thread loop_thread_;
   std::atomic<bool> started_{false};

@@ -42,6 +42,7 @@ dev up --nodes 2 --plugin-args 'preflight=on' || fail "up failed"
 mapfile -t nodes < <(sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$state/etc/slurm.conf")
 ((${#nodes[@]} == 2)) || fail "expected 2 nodes, slurm.conf has: ${nodes[*]}"
 grep -q 'nohold_on_prolog_fail' "$state/etc/slurm.conf" || fail "slurm.conf lacks nohold_on_prolog_fail"
+grep -q '^required .*preflight=on' "$state/etc/plugstack.conf" || fail "plugstack.conf: $(cat "$state/etc/plugstack.conf")"
 export SLURM_CONF=$state/etc/slurm.conf
 home=$state/home/triage-test
 bad=${nodes[0]} good=${nodes[1]}
@@ -63,6 +64,12 @@ refused() { [[ $(node_reason "$bad") == "triage preflight: "* ]]; }
 wait_for 30 "preflight drain of $bad" refused
 reason=$(node_reason "$bad")
 [[ $reason == *"drain recommended: "*"Xid 79"* ]] || fail "$bad's reason does not name the Xid 79: $reason"
+# Slurm holds a requeued job back for its credential's lifetime (AuthInfo cred_expire + 1 s, 121 s
+# by default: job_mgr.c _job_requeue_op); the test lets it start at once, as an admin may.
+requeued() { [[ $(field job "$job" Restarts) == 1 && $(field job "$job" JobState) == PENDING ]]; }
+wait_for 30 "job $job requeued" requeued
+[[ $(field job "$job" Reason) != JobHeld* ]] || fail "job $job was held: $(field job "$job" Reason)"
+scontrol update jobid="$job" StartTime=now
 done_() { [[ $(field job "$job" JobState) == COMPLETED ]]; }
 wait_for 60 "job $job completed" done_
 [[ $(field job "$job" NodeList) == "$good" ]] || fail "job $job ran on $(field job "$job" NodeList), not $good"
