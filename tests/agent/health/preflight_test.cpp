@@ -1,8 +1,13 @@
 // The preflight decision as plain facts: which node may take a job, and the evidence a refusal
-// names (it becomes the drained node's reason in Slurm).
+// names (it becomes the drained node's reason in Slurm); then the agent answering it on its socket.
 #include "agent/health/preflight.h"
 
 #include <gtest/gtest.h>
+
+#include <optional>
+
+#include "common/time_util.h"
+#include "tests/agent/test_support.h"
 
 namespace triage::agent {
 namespace {
@@ -133,6 +138,60 @@ TEST(Preflight, GpuDeviceFilesNameTheirIndex) {
   EXPECT_FALSE(gpu_index_of_device("/dev/kfd"));
   EXPECT_FALSE(gpu_index_of_device("/dev/dri/card0"));
   EXPECT_FALSE(gpu_index_of_device("/dev/dri/renderD12"));
+}
+
+// The agent answering the prolog over its socket, from what it holds.
+class PreflightOverTheSocket : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h.start();
+    SlurmNodeState n;
+    n.name = "node001";
+    n.state = "IDLE";
+    h.slurm().set_node(n);
+  }
+  nlohmann::json ask(uint64_t job, std::optional<uid_t> as = std::nullopt) {
+    return testing::socket_json(
+        h.socket(), {{"op", "preflight"}, {"job_id", job}, {"host", "node001"}, {"gpus", "0"}}, as);
+  }
+  testing::AgentHarness h{"preflight", "node001", "SlurmUser=daemon\n"};
+};
+
+TEST_F(PreflightOverTheSocket, AHealthyNodeIsFit) {
+  const nlohmann::json a = ask(41);
+  ASSERT_EQ(a["ok"], true) << a.dump();
+  EXPECT_EQ(a["fit"], true);
+  EXPECT_FALSE(a.contains("reason"));
+  EXPECT_TRUE(h.slurm().preflight_labels().empty());
+}
+
+TEST_F(PreflightOverTheSocket, ADrainRecommendedNodeRefusesNamingTheEvidenceAndLabelsItsDrain) {
+  KernelEvent e = testing::make_event("boot-a:812", "gpu-ras-uncorrectable", now_usec());
+  e.summary = "uncorrectable umc error on GPU 0000:c1:00.0";
+  e.action = "drain";
+  ASSERT_TRUE(h.agent().ingest({e}, "c1"));
+  ASSERT_TRUE(testing::eventually([&] {
+    return testing::socket_json(h.socket(), {{"op", "health"}})["verdict"]["verdict"] ==
+           "drain-recommended";
+  }));
+  const nlohmann::json a = ask(42);
+  ASSERT_EQ(a["ok"], true) << a.dump();
+  EXPECT_EQ(a["fit"], false);
+  const std::string reason =
+      "triage preflight: drain recommended: uncorrectable umc error on GPU 0000:c1:00.0";
+  EXPECT_EQ(a["reason"], reason);
+  EXPECT_EQ(a["evidence"].size(), 1U);
+  ASSERT_TRUE(testing::eventually([&] { return !h.slurm().preflight_labels().empty(); }));
+  EXPECT_EQ(h.slurm().preflight_labels()[0],
+            (std::pair<std::string, std::string>{"node001", reason}));
+  EXPECT_EQ(testing::socket_json(h.socket(), {{"op", "health"}})["preflight"]["unfit"], 1);
+}
+
+TEST_F(PreflightOverTheSocket, OnlyRootAndSlurmUserMayAsk) {
+  const nlohmann::json user = ask(43, testing::kNobody);
+  EXPECT_EQ(user["ok"], false);
+  EXPECT_NE(user.value("error", "").find("permission denied"), std::string::npos) << user.dump();
+  EXPECT_EQ(ask(43, testing::kDaemon)["fit"], true);
 }
 
 }  // namespace
