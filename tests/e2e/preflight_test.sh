@@ -17,7 +17,8 @@ free_port() {
 }
 state=$(mktemp -d /var/tmp/triage-preflight-test.XXXXXX)
 export TRIAGE_DEV_STATE=$state TRIAGE_BUILD_DIR=$build
-export TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
+TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
+export TRIAGE_DEV_PORTS
 dev() { "$src/scripts/dev-cluster" "$@"; }
 cleanup() {
   dev down >/dev/null 2>&1 || true
