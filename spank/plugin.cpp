@@ -2,7 +2,9 @@
 // --triage-on-hang=notify|cancel|requeue and --triage-requeue[=N], and tells the node agent about
 // task starts and exits (from slurmstepd, as root) and about job start and end (slurmd's prolog and
 // epilog). Every callback returns 0 whatever happens: a missing agent, a bad argument or a full
-// disk never fails, delays or drains anything. Nothing here throws (the plugin is built with
+// disk never fails, delays or drains anything. The one exception is opt-in: with preflight=on the
+// prolog fails when the agent clearly says the node is unfit for the job (and waits at most 50 ms
+// for it to say so). Nothing here throws (the plugin is built with
 // -fno-exceptions) and nothing allocates on the message path.
 #include <sys/types.h>
 #include <unistd.h>
