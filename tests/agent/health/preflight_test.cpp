@@ -140,6 +140,44 @@ TEST(Preflight, GpuDeviceFilesNameTheirIndex) {
   EXPECT_FALSE(gpu_index_of_device("/dev/dri/renderD12"));
 }
 
+// The leftovers the agent already holds: the D-state sampler's tasks against the job table.
+TEST(Preflight, LeftoversAreTasksOfEndedJobsLongInDState) {
+  JobTable jobs;
+  const auto msg = [](const char* op, uint64_t job, const char* id) {
+    return parse_lifecycle({{"op", op},
+                            {"msg_id", id},
+                            {"job_id", job},
+                            {"uid", 1000},
+                            {"gid", 1000},
+                            {"host", "node001"},
+                            {"mode", "basic"},
+                            {"nodelist", "node001"},
+                            {"wait_status", 0},
+                            {"time_usec", 1}});
+  };
+  jobs.apply(msg("job_start", 4100, "a"), 1);
+  jobs.apply(msg("job_end", 4100, "b"), 2);
+  jobs.apply(msg("job_start", 4200, "c"), 3);  // still running
+  collector::DStateSample sample;
+  const auto task = [](int64_t pid, uint64_t job, bool persistent) {
+    collector::DStateTask t;
+    t.pid = pid;
+    t.comm = "python3";
+    t.wchan = "nfs_wait";
+    t.job_id = job;
+    t.persistent = persistent;
+    return t;
+  };
+  sample.tasks = {task(11, 4100, true), task(12, 4100, false), task(13, 4200, true),
+                  task(14, 9999, true)};
+  const std::vector<LeftoverTask> left = stuck_leftovers(sample, jobs);
+  ASSERT_EQ(left.size(), 1U) << "only the ended job's task that stayed in D";
+  EXPECT_EQ(left[0].pid, 11);
+  EXPECT_EQ(left[0].job_id, 4100U);
+  EXPECT_TRUE(left[0].stuck_in_d);
+  EXPECT_EQ(left[0].wchan, "nfs_wait");
+}
+
 // The agent answering the prolog over its socket, from what it holds.
 class PreflightOverTheSocket : public ::testing::Test {
  protected:
