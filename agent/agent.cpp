@@ -7,9 +7,13 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "agent/health/preflight.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
+#include "agent/live/hang_commands.h"
 #include "agent/server/agent_metrics.h"
+#include "agent/slurm/job_comment.h"
+#include "agent/slurm/job_ref.h"
 #include "common/build_config.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -46,7 +50,10 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       socket_(cfg_, loop_, node_, callers_,
               SocketApi::Hooks{[this] { return health_on_loop(); },
                                [this](const JobRecord& j) { return node_evidence(j, 0, 0); },
-                               [this](JobRecord& j) { pipeline_.on_job_end(j); }}),
+                               [this](JobRecord& j) { job_ended(j); },
+                               [this](uint64_t job_id, const std::string& gpus) {
+                                 return preflight_on_loop(job_id, gpus);
+                               }}),
       http_(cfg_, loop_, node_, callers_,
             HttpApi::Hooks{
                 [this] { return health_on_loop(); }, [this] { return metrics_on_loop(); },
@@ -271,6 +278,78 @@ LiveMonitor::Hooks Agent::live_hooks() {
   return h;
 }
 
+std::vector<std::string> Agent::ports_down_now() const {
+  // Network ports are not read yet (issue 27, part 1): when they are, this returns the node's
+  // ports that are down right now ("mlx5_0/1"), from what the port reader last saw.
+  return {};
+}
+
+nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus) {
+  // Only what the agent already holds: the prolog waits at most 50 ms for this answer.
+  PreflightFacts facts;
+  facts.verdict = health_.verdict();
+  facts.ports_down = ports_down_now();
+  if (const auto& d = node_.dstate()) facts.leftovers = stuck_leftovers(*d, node_.jobs());
+  facts.gpus_expected = parse_job_gpus(gpus);
+  const PreflightAnswer a = decide_preflight(facts);
+  ++preflight_answers_[a.fit ? "fit" : "unfit"];
+  if (a.fit) return {{"fit", true}};
+  const std::string reason = preflight_reason(a);
+  spdlog::warn("preflight: job {} refused on {}: {}", job_id, cfg_.node_name, log_text(reason));
+  refused_jobs_.insert(job_id);
+  health_.label_preflight_drain(reason);
+  record_refusal(job_id, reason);
+  // At most 8 lines: the prolog reads the answer into a fixed buffer.
+  std::vector<std::string> evidence;
+  for (const auto& line : a.evidence) {
+    if (evidence.size() == 8) break;
+    evidence.push_back(line);
+  }
+  return {{"fit", false}, {"reason", reason}, {"evidence", evidence}};
+}
+
+void Agent::job_ended(JobRecord& j) {
+  // slurmd runs the epilog of an attempt whose prolog the preflight failed here: that attempt
+  // never ran, Slurm requeued the job, and its next attempt is analysed where it runs.
+  if (refused_jobs_.erase(j.job_id) > 0) {
+    spdlog::info("job {}: its end on {} follows the preflight's refusal here; not analysed here",
+                 j.job_id, cfg_.node_name);
+    return;
+  }
+  pipeline_.on_job_end(j);
+}
+
+void Agent::record_refusal(uint64_t job_id, const std::string& reason) {
+  // On a worker: slurmctld's AdminComment as it stands, then ours merged in. Only root and
+  // Slurm's operators may write that field, so the next attempt's reader can trust it.
+  const std::string node = cfg_.node_name;
+  const bool submitted = workers_.submit([this, job_id, node, reason] {
+    std::string error;
+    const std::optional<JobFacts> facts = load_job()(job_id, error);
+    if (!facts) {
+      spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(error));
+      return;
+    }
+    const CommentMerge merge =
+        merge_refused_comment(facts->admin_comment, compose_refused_segment(node, reason));
+    if (!merge.write) {
+      spdlog::info("preflight: job {}'s AdminComment left as it is: {}", job_id,
+                   log_text(merge.reason));
+      return;
+    }
+    try {
+      const SlurmCommandResult done = slurm_command_runner(std::chrono::milliseconds(
+          cfg_.slurm_command_timeout_ms))(set_admin_comment_argv(job_ref(*facts), merge.value));
+      if (!done.ok) {
+        spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(done.error));
+      }
+    } catch (const JobRefError& e) {
+      spdlog::error("preflight: job {} not marked as refused: {}", job_id, log_text(e.what()));
+    }
+  });
+  if (!submitted) spdlog::error("preflight: no worker free to mark job {} as refused", job_id);
+}
+
 nlohmann::json Agent::health_on_loop() {
   nlohmann::json h;
   h["host"] = cfg_.node_name;
@@ -303,6 +382,7 @@ nlohmann::json Agent::health_on_loop() {
                   {"set_aside", history_.counts().set_aside},
                   {"pushes", pipeline_.stats().history_pushes},
                   {"push_failures", pipeline_.stats().history_push_failures}};
+  if (!preflight_answers_.empty()) h["preflight"] = preflight_answers_;
   h["version"] = kVersion;
   return h;
 }

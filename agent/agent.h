@@ -25,7 +25,9 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +117,14 @@ class Agent {
   // slurmctld's record of a job through the shared client (the live loop's and the requeue's).
   JobRequeue::LoadJob load_job();
   nlohmann::json health_on_loop();
+  // The "preflight" op (agent/health/preflight.h) and the facts only the frame can gather.
+  nlohmann::json preflight_on_loop(uint64_t job_id, const std::string& gpus);
+  std::vector<std::string> ports_down_now() const;
+  // Marks the refused job's AdminComment "triage-refused=<node>:<reason>"
+  // (agent/slurm/job_comment.h).
+  void record_refusal(uint64_t job_id, const std::string& reason);
+  // A job_end made durable: to the job-end pipeline, unless the preflight refused the job here.
+  void job_ended(JobRecord& j);
   std::string metrics_on_loop();
 
   AgentConfig cfg_;
@@ -137,6 +147,8 @@ class Agent {
   SocketApi socket_;
   HttpApi http_;
   std::vector<std::unique_ptr<PeriodicThread>> ticks_;
+  std::map<std::string, uint64_t> preflight_answers_;  // "fit" | "unfit" -> answers given
+  std::set<uint64_t> refused_jobs_;  // jobs the preflight refused here, until their epilog
 
   std::thread loop_thread_;
   std::atomic<bool> started_{false};

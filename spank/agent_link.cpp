@@ -69,6 +69,8 @@ bool wait_for(int fd, short events, int64_t deadline, int* err) noexcept {
   }
 }
 
+}  // namespace
+
 // The acknowledgement is one JSON object; a plain look for "ok" followed by true is enough to
 // tell {"ok":true,...} from {"ok":false,"error":...} without a JSON parser in slurmstepd.
 bool reply_is_ok(std::string_view reply) noexcept {
@@ -84,10 +86,9 @@ bool reply_is_ok(std::string_view reply) noexcept {
   return slice(reply, i, 4) == "true";
 }
 
-}  // namespace
-
-bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,
-                   size_t why_len) noexcept {
+bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_view line,
+                         char* reply, size_t reply_len, std::string_view* answer, char* why,
+                         size_t why_len) noexcept {
   const int64_t deadline = now_ms() + timeout_ms;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -159,20 +160,19 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
     return false;
   }
 
-  char reply[1024];
   size_t got = 0;
   for (;;) {
     int err = 0;
     if (!wait_for(sock.get(), POLLIN, deadline, &err)) {
-      set_why(why, why_len, "waiting for the agent's acknowledgement", err);
+      set_why(why, why_len, "waiting for the agent's answer", err);
       return false;
     }
-    const ssize_t n = recv(sock.get(), reply + got, sizeof(reply) - got, 0);
+    const ssize_t n = recv(sock.get(), reply + got, reply_len - got, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) {
       set_why(why, why_len,
-              n == 0 ? "the agent closed the connection without an acknowledgement"
-                     : "reading the agent's acknowledgement",
+              n == 0 ? "the agent closed the connection without an answer"
+                     : "reading the agent's answer",
               n == 0 ? 0 : errno);
       return false;
     }
@@ -180,18 +180,30 @@ bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view lin
     const std::string_view text(reply, got);
     const size_t nl = text.find('\n');
     if (nl != std::string_view::npos) {
-      if (reply_is_ok(slice(text, 0, nl))) return true;
-      char msg[200];
-      (void)std::snprintf(msg, sizeof(msg), "the agent refused the message: %.*s",
-                          static_cast<int>(nl > 150 ? 150 : nl), reply);
-      set_why(why, why_len, msg, 0);
-      return false;
+      *answer = slice(text, 0, nl);
+      return true;
     }
-    if (got == sizeof(reply)) {
-      set_why(why, why_len, "the agent's acknowledgement is too long", 0);
+    if (got == reply_len) {
+      set_why(why, why_len, "the agent's answer is too long", 0);
       return false;
     }
   }
+}
+
+bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,
+                   size_t why_len) noexcept {
+  char reply[1024];
+  std::string_view answer;
+  if (!exchange_with_agent(socket_path, timeout_ms, line, reply, sizeof(reply), &answer, why,
+                           why_len)) {
+    return false;
+  }
+  if (reply_is_ok(answer)) return true;
+  char msg[200];
+  (void)std::snprintf(msg, sizeof(msg), "the agent refused the message: %.*s",
+                      static_cast<int>(answer.size() > 150 ? 150 : answer.size()), answer.data());
+  set_why(why, why_len, msg, 0);
+  return false;
 }
 
 bool write_to_inbox(const char* inbox_dir, std::string_view msg_id, std::string_view line,

@@ -22,6 +22,18 @@ struct DeliveryReport {
   char why[512] = {};  // the socket failure (and the inbox failure, when lost)
 };
 
+// Connects to the agent at `socket_path` (refusing a listener that is neither root nor us), sends
+// `line` and reads the first line of its answer into `reply` (at most `reply_len` bytes), all
+// within `timeout_ms`. On success `answer` is that line (without its newline, inside `reply`);
+// otherwise `why` says what went wrong.
+bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_view line,
+                         char* reply, size_t reply_len, std::string_view* answer, char* why,
+                         size_t why_len) noexcept;
+
+// Whether an answer line is {"ok":true,...}: a plain look for "ok" followed by true, without a
+// JSON parser in slurmstepd.
+bool reply_is_ok(std::string_view reply) noexcept;
+
 // Sends `line` (one JSON object ending in '\n') and waits at most `timeout_ms` in total for
 // {"ok":true}. Returns true when acknowledged; otherwise `why` says what went wrong.
 bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,

@@ -2,7 +2,9 @@
 // --triage-on-hang=notify|cancel|requeue and --triage-requeue[=N], and tells the node agent about
 // task starts and exits (from slurmstepd, as root) and about job start and end (slurmd's prolog and
 // epilog). Every callback returns 0 whatever happens: a missing agent, a bad argument or a full
-// disk never fails, delays or drains anything. Nothing here throws (the plugin is built with
+// disk never fails, delays or drains anything. The one exception is opt-in: with preflight=on the
+// prolog fails when the agent clearly says the node is unfit for the job (and waits at most 50 ms
+// for it to say so). Nothing here throws (the plugin is built with
 // -fno-exceptions) and nothing allocates on the message path.
 #include <sys/types.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@ extern "C" {
 #include "spank/json_line.h"
 #include "spank/lifecycle.h"
 #include "spank/plugin_config.h"
+#include "spank/preflight_client.h"
 
 // SPANK_PLUGIN(triage, 1) would give these internal linkage in C++; Slurm dlsym()s them.
 extern "C" const char plugin_name[] = "triage";
@@ -370,6 +373,49 @@ int task_message(spank_t sp, int ac, char** av, const char* op, bool with_exit) 
   return 0;
 }
 
+// preflight=on: asks the local agent whether this node is fit for the job. Returns the prolog's
+// result: -1 (Slurm drains the node with the reason set here and requeues the job) only on a
+// clear "unfit" from the agent; 0 on "fit" and on anything else (agent down, slow, garbage), with
+// a log line saying the job went ahead unchecked.
+int preflight(spank_t sp, const PluginConfig& base) {
+  JobIds ids;
+  if (!job_ids(sp, &ids, "preflight")) return 0;
+  char host[256];
+  triage::spank::node_name(host, sizeof(host));
+  PluginConfig cfg;
+  triage::spank::config_for_node(base, host, &cfg);
+  char request[512];
+  if (!triage::spank::preflight_request(ids.job_id, host, std::getenv("SLURM_JOB_GPUS"), request,
+                                        sizeof(request))) {
+    slurm_error(
+        "spank_triage: preflight for job %u not asked (node name or SLURM_JOB_GPUS "
+        "unusable); the job goes ahead unchecked",
+        ids.job_id);
+    return 0;
+  }
+  const triage::spank::PreflightResult r =
+      triage::spank::ask_preflight(cfg.socket_path, triage::spank::kPreflightBudgetMs, request);
+  switch (r.outcome) {
+    case triage::spank::PreflightOutcome::kFit:
+      slurm_debug("spank_triage: preflight for job %u: fit (%lld ms)", ids.job_id,
+                  static_cast<long long>(r.elapsed_ms));
+      return 0;
+    case triage::spank::PreflightOutcome::kNoAnswer:
+      slurm_info(
+          "spank_triage: preflight for job %u: no answer from the agent (%s, %lld ms); "
+          "the job goes ahead unchecked",
+          ids.job_id, r.why, static_cast<long long>(r.elapsed_ms));
+      return 0;
+    case triage::spank::PreflightOutcome::kUnfit:
+      break;
+  }
+  // slurmctld drains a node whose prolog failed with the fixed reason "Prolog error" unless it is
+  // drained already (22.05 node_mgr.c); the agent gives the drain this reason itself
+  // (agent/slurm/drain_steps.h label_preflight_drain), and slurmd's log has it here.
+  slurm_error("spank_triage: job %u refused here: %s", ids.job_id, r.reason);
+  return -1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -412,6 +458,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
 }
 
 int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  const PluginConfig& cfg = config(ac, av);
+  // Asked first, so that a job refused here is not registered here: it runs somewhere else.
+  if (cfg.preflight && preflight(sp, cfg) != 0) return -1;
   return job_script_message(sp, ac, av, "job_start");
 }
 

@@ -144,6 +144,7 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
   cfg->timeout_ms = kDefaultTimeoutMs;
   cfg->hang_action_allowed = false;
   cfg->requeue_allowed = false;
+  cfg->preflight = false;
 
   int rejected = 0;
   for (int i = 0; i < argc; ++i) {
@@ -194,10 +195,19 @@ int parse_plugin_args(int argc, const char* const* argv, PluginConfig* cfg, Conf
         cfg->requeue_allowed = false;
         ++rejected;
       }
+    } else if (key == "preflight") {
+      if (value == "on" || value == "off") {
+        cfg->preflight = value == "on";
+      } else {
+        // Never on by mistake: a node that fails prologs is drained.
+        report(sink, sink_ctx, arg, "preflight must be on or off; using off");
+        cfg->preflight = false;
+        ++rejected;
+      }
     } else {
       report(sink, sink_ctx, arg,
-             "unknown argument (expected default=, socket=, inbox=, timeout_ms=, hang_action= "
-             "or requeue=); ignored");
+             "unknown argument (expected default=, socket=, inbox=, timeout_ms=, hang_action=, "
+             "requeue= or preflight=); ignored");
       ++rejected;
     }
   }

@@ -4,7 +4,8 @@
 //
 // Arguments (all optional): default=off|basic|full, socket=PATH (the agent's Unix socket),
 // inbox=DIR (where messages go when the agent does not answer), timeout_ms=N (how long to wait for
-// the agent's acknowledgement, 1..1000), hang_action=allow|notify, requeue=allow|refuse. In socket=
+// the agent's acknowledgement, 1..1000), hang_action=allow|notify, requeue=allow|refuse,
+// preflight=on|off (the prolog asks the agent whether the node is fit; docs/agent.md). In socket=
 // and inbox=, %n stands for the node's name (as in SlurmdSpoolDir, for several slurmd on one host)
 // and %% for a percent sign. A bad argument is reported and ignored; it never fails a job.
 #pragma once
@@ -52,10 +53,12 @@ struct PluginConfig {
   bool hang_action_allowed = false;
   // requeue=allow: the admin lets the agent requeue --triage-requeue jobs around failed nodes.
   bool requeue_allowed = false;
+  // preflight=on: the prolog asks the agent whether this node is fit and fails when it is not.
+  bool preflight = false;
 };
 
 // Called once per rejected argument with a human sentence ("unknown argument 'foo=1' (expected
-// default=, socket=, inbox=, timeout_ms=, hang_action= or requeue=)").
+// default=, socket=, inbox=, timeout_ms=, hang_action=, requeue= or preflight=)").
 using ConfigErrorSink = void (*)(const char* message, void* ctx);
 
 // Fills `cfg` from the plugstack arguments, starting from the defaults. Returns the number of

@@ -166,6 +166,30 @@ void DrainController::drain_done(const std::string& state, bool settled, const s
   spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, log_text(state));
 }
 
+void DrainController::label_preflight_drain(const std::string& reason) {
+  const std::string node = cfg_.node_name;
+  const bool submitted = workers_.submit([this, node, reason] {
+    std::string error;
+    const bool ok = slurm_.with([&](SlurmClient* c) {
+      if (c == nullptr) {
+        error = "no Slurm client";
+        return false;
+      }
+      return c->label_preflight_drain(node, reason, error);
+    });
+    if (ok) {
+      spdlog::warn("preflight: {} drained: {}", node, log_text(reason));
+    } else {
+      // Slurm drains the node for the failed prolog anyway ("Prolog error"); only the reason is
+      // missing, and the agent's log has it.
+      spdlog::error("preflight: could not give {}'s drain the reason '{}': {}", node,
+                    log_text(reason), log_text(error));
+    }
+    loop_.post([this] { slurm_checked_usec_ = 0; });  // look at whose drain it is now
+  });
+  if (!submitted) spdlog::error("preflight: no worker free to label {}'s drain", node);
+}
+
 DrainOwner DrainController::owner() const {
   return slurm_node_ ? drain_owner(*slurm_node_) : DrainOwner::kUnknown;
 }

@@ -72,6 +72,12 @@ class DrainController {
   // Whose drain the node carries, as Slurm last said (kUnknown before the first answer).
   DrainOwner owner() const;
   const DrainActionCounts& actions() const { return actions_; }
+
+  // The preflight refused a job (agent/health/preflight.h): its prolog fails and Slurm drains the
+  // node; this gives the drain `reason` ("triage preflight: ...") on a worker, whichever write
+  // reaches slurmctld first (agent/slurm/drain_steps.h label_preflight_drain). Logged; tried
+  // again a few times a second apart while slurmctld has not drained the node yet.
+  void label_preflight_drain(const std::string& reason);
   // Adds the owner, Slurm's state and reason, and the last lift decision to the health report's
   // "drain" object.
   void describe_owner(nlohmann::json& drain) const;

@@ -217,6 +217,18 @@ nlohmann::json SocketApi::handle_request(uid_t uid, const nlohmann::json& reques
     h["ok"] = true;
     return h;
   }
+  if (op == "preflight") {
+    // The answer names other jobs' processes: only the prolog (root, SlurmUser) asks.
+    if (!callers_.privileged(uid)) {
+      ++stats_.rejected["forbidden"];
+      return fail("permission denied: only root or SlurmUser may ask for a preflight");
+    }
+    const auto id = r.u64("job_id");
+    if (!id || *id == 0) r.fail("job_id", "missing or zero");
+    nlohmann::json a = hooks_.preflight(*id, r.str("gpus").value_or(""));
+    a["ok"] = true;
+    return a;
+  }
   if (op == "poke") {
     scan_inbox();
     return {{"ok", true}};

@@ -33,6 +33,8 @@ class SocketApi {
     std::function<nlohmann::json()> health;                  // the "health" op's answer
     std::function<NodeEvidence(const JobRecord&)> evidence;  // the "get_job" op's node evidence
     std::function<void(JobRecord&)> job_ended;               // after a job_end is durable
+    // The "preflight" op's answer for a job id and its SLURM_JOB_GPUS ("" when not sent).
+    std::function<nlohmann::json(uint64_t job_id, const std::string& gpus)> preflight;
   };
   struct Stats {
     std::map<std::string, uint64_t> lifecycle;  // op -> accepted

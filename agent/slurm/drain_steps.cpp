@@ -55,4 +55,45 @@ bool drain_in_steps(const DrainSteps& steps, const std::string& reason, std::str
   return true;
 }
 
+namespace {
+
+bool preflight_drain_reason(const std::string& reason) {
+  return reason == kSlurmPrologErrorReason || reason.rfind("triage preflight:", 0) == 0;
+}
+
+}  // namespace
+
+bool label_preflight_drain(const DrainSteps& steps, const std::string& reason, std::string& error) {
+  const std::optional<SlurmNodeState> before = steps.read(error);
+  if (!before) return false;
+  if (before->drain && before->reason == reason) return true;
+  if ((before->drain || before->down) &&
+      !(before->drain && preflight_drain_reason(before->reason))) {
+    error = "node " + before->name + " is already " + described(*before) + "; not overriding it";
+    return false;
+  }
+  if (!before->drain) {
+    if (!steps.drain_keeping_reason(error)) return false;
+    const std::optional<SlurmNodeState> drained = steps.read(error);
+    if (!drained) return false;
+    const bool rewritten = drained->reason != before->reason ||
+                           drained->reason_uid != before->reason_uid ||
+                           drained->reason_time != before->reason_time;
+    if (!drained->drain || (rewritten && !preflight_drain_reason(drained->reason))) {
+      error = "node " + before->name + " changed right after our drain (now " +
+              described(*drained) + "); not ours";
+      return false;
+    }
+  }
+  if (!steps.set_reason(reason, error)) return false;
+  const std::optional<SlurmNodeState> after = steps.read(error);
+  if (!after) return false;
+  if (!after->drain || after->reason != reason) {
+    error =
+        "node " + before->name + " changed right after our reason (now " + described(*after) + ")";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace triage::agent

@@ -38,6 +38,18 @@ bool is_own_reason(const std::string& reason);
 // is reported as theirs (false).
 bool drain_in_steps(const DrainSteps& steps, const std::string& reason, std::string& error);
 
+// The reason slurmctld gives a node whose prolog failed (22.05 src/slurmctld/node_mgr.c,
+// validate_node_specs: "Prolog error", set only when the node is not drained already).
+inline constexpr const char* kSlurmPrologErrorReason = "Prolog error";
+
+// Contract: leaves the node drained with `reason` (a "triage preflight: ..." text) when it is not
+// drained or down, or drained for our preflight refusal (Slurm's own "Prolog error", or an earlier
+// "triage preflight: ..."), and returns true once read back so; never writes over any other drain
+// or down state (false with `error`). The preflight refused a job here and its prolog fails, so
+// Slurm drains the node either way: this only makes the reason say why, whichever of the two
+// writes reaches slurmctld first.
+bool label_preflight_drain(const DrainSteps& steps, const std::string& reason, std::string& error);
+
 // The steps on the real slurmctld (slurm_update_node), reading `node` through `client`
 // (agent/slurm/slurm_client.cpp; the e2e test puts an admin's drain between them).
 DrainSteps libslurm_drain_steps(SlurmClient& client, const std::string& node);

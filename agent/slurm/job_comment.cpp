@@ -58,15 +58,17 @@ std::string nodes_value(const std::vector<std::string>& nodes, size_t keep) {
   return v;
 }
 
-bool starts_with_key(std::string_view s) {
-  return s.size() >= kKey.size() && same_ignoring_case(s.substr(0, kKey.size()), kKey);
+constexpr std::string_view kRefusedKey = "triage-refused=";
+
+bool starts_with_key(std::string_view s, std::string_view key) {
+  return s.size() >= key.size() && same_ignoring_case(s.substr(0, key.size()), key);
 }
 
-// Where an earlier triage= segment starts (npos: none). Only at the start or after a space, so
+// Where an earlier `key` segment starts (npos: none). Only at the start or after a space, so
 // "x-triage=1" or a quoted "triage=" inside another tool's JSON is not taken for ours.
-size_t find_segment(std::string_view s) {
+size_t find_segment(std::string_view s, std::string_view key = kKey) {
   for (size_t i = 0; i < s.size(); ++i) {
-    if ((i == 0 || s[i - 1] == ' ') && starts_with_key(s.substr(i))) return i;
+    if ((i == 0 || s[i - 1] == ' ') && starts_with_key(s.substr(i), key)) return i;
   }
   return std::string_view::npos;
 }
@@ -86,11 +88,13 @@ std::string compose_triage_summary(const TriageSummary& s, size_t max_bytes) {
   return out.substr(0, std::min(out.size(), max_bytes));
 }
 
-CommentMerge merge_triage_comment(std::string_view existing, std::string_view ours,
-                                  size_t max_bytes) {
+namespace {
+
+CommentMerge merge_segment(std::string_view existing, std::string_view key, std::string_view ours,
+                           size_t max_bytes) {
   CommentMerge m;
   std::string merged;
-  if (const size_t at = find_segment(existing); at != std::string_view::npos) {
+  if (const size_t at = find_segment(existing, key); at != std::string_view::npos) {
     const size_t end = std::min(existing.find(' ', at), existing.size());
     merged.append(existing.substr(0, at)).append(ours).append(existing.substr(end));
   } else if (existing.empty()) {
@@ -113,6 +117,29 @@ CommentMerge merge_triage_comment(std::string_view existing, std::string_view ou
     m.reason = existing.empty() ? "the comment was empty" : "kept the existing text";
   }
   return m;
+}
+
+}  // namespace
+
+CommentMerge merge_triage_comment(std::string_view existing, std::string_view ours,
+                                  size_t max_bytes) {
+  return merge_segment(existing, kKey, ours, max_bytes);
+}
+
+std::string compose_refused_segment(std::string_view node, std::string_view why, size_t max_bytes) {
+  std::string out = std::string(kRefusedKey) + word(node, "unknown") + ":" + encode(why);
+  // Cut the reason, never inside a %xx escape.
+  if (out.size() > max_bytes) {
+    out.resize(max_bytes);
+    const size_t pct = out.rfind('%');
+    if (pct != std::string::npos && pct + 3 > out.size()) out.resize(pct);
+  }
+  return out;
+}
+
+CommentMerge merge_refused_comment(std::string_view existing, std::string_view ours,
+                                   size_t max_bytes) {
+  return merge_segment(existing, kRefusedKey, ours, max_bytes);
 }
 
 CommentMerge merge_accounting_comment(std::string_view existing, std::string_view ours,

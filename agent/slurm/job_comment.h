@@ -53,6 +53,22 @@ struct CommentMerge {
 CommentMerge merge_triage_comment(std::string_view existing, std::string_view ours,
                                   size_t max_bytes = kMaxAdminCommentBytes);
 
+// A job the preflight refused on a node (docs/agent.md, "Preflight"; Slurm then runs it elsewhere,
+// or cancels an interactive one) carries, besides the summary, one "triage-refused=<node>:<why>"
+// segment: the node and the refusal's reason, encoded as the summary is. Only root and Slurm's
+// operators may write AdminComment, so a user cannot forge it.
+inline constexpr size_t kMaxRefusedSegmentBytes = 320;
+
+// Contract: "triage-refused=<node>:<why>" within `max_bytes`, node and reason percent-encoded as in
+// compose_triage_summary; the reason is cut (never inside an escape) when too long.
+std::string compose_refused_segment(std::string_view node, std::string_view why,
+                                    size_t max_bytes = kMaxRefusedSegmentBytes);
+
+// Contract: as merge_triage_comment, for the triage-refused= segment (the latest refusal replaces
+// an earlier one); a triage= summary and other tools' text are kept as they are.
+CommentMerge merge_refused_comment(std::string_view existing, std::string_view ours,
+                                   size_t max_bytes = kMaxAdminCommentBytes);
+
 // Contract: merge_triage_comment for a write through sacctmgr, which would turn quotes in other
 // tools' text into backticks (and cannot be read back whole when the field holds '|' or a
 // newline): nothing is written then, and a value that differs from `existing` only in letter case

@@ -211,6 +211,11 @@ class LibslurmClient final : public SlurmClient {
     return drain_in_steps(libslurm_drain_steps(*this, node), reason_text(why), error);
   }
 
+  bool label_preflight_drain(const std::string& node, const std::string& reason,
+                             std::string& error) override {
+    return triage::agent::label_preflight_drain(libslurm_drain_steps(*this, node), reason, error);
+  }
+
   bool undrain_node(const std::string& node, const std::string& expected_reason,
                     std::string& error) override {
     const std::optional<SlurmNodeState> now = load_node(node, error);

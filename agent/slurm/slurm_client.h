@@ -55,6 +55,17 @@ class SlurmClient {
   // and the update (milliseconds) could be lifted; the caller only lifts its own.
   virtual bool undrain_node(const std::string& node, const std::string& expected_reason,
                             std::string& error) = 0;
+
+  // Gives the drain of a node whose prolog the preflight failed `reason` ("triage preflight:
+  // ...": agent/slurm/drain_steps.h label_preflight_drain). A client that cannot reach slurmctld
+  // refuses with `error`.
+  virtual bool label_preflight_drain(const std::string& node, const std::string& reason,
+                                     std::string& error) {
+    (void)node;
+    (void)reason;
+    error = "this Slurm client cannot update nodes";
+    return false;
+  }
 };
 
 // The libslurm-backed client (reads slurm.conf the usual way: SLURM_CONF or /etc/slurm/slurm.conf).

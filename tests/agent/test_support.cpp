@@ -208,6 +208,26 @@ void FakeSlurm::set_before_drain(std::function<void(SlurmNodeState&)> fn) {
   before_drain_ = std::move(fn);
 }
 
+bool FakeSlurm::label_preflight_drain(const std::string& node, const std::string& reason,
+                                      std::string& error) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    error = "Invalid node name specified";
+    return false;
+  }
+  it->second.drain = true;
+  it->second.state = "DRAINING";
+  it->second.reason = reason;
+  preflight_labels_.emplace_back(node, reason);
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> FakeSlurm::preflight_labels() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return preflight_labels_;
+}
+
 bool FakeSlurm::drain_node(const std::string& node, const std::string& why, std::string& error) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);

@@ -79,6 +79,10 @@ class FakeSlurm : public SlurmClient {
   // Runs on the node's state as drain_node begins: somebody else's update landing between the
   // caller's check and its drain.
   void set_before_drain(std::function<void(SlurmNodeState&)> fn);
+  // The preflight's drain reason: the node drained with `reason` (recorded in preflight_labels()).
+  bool label_preflight_drain(const std::string& node, const std::string& reason,
+                             std::string& error) override;
+  std::vector<std::pair<std::string, std::string>> preflight_labels() const;
   std::vector<std::pair<std::string, std::string>> drains() const;
   std::vector<std::string> undrains() const;
   int load_job_calls() const;
@@ -89,6 +93,7 @@ class FakeSlurm : public SlurmClient {
   std::map<uint64_t, JobFacts> jobs_;
   std::map<std::string, SlurmNodeState> nodes_;
   std::vector<std::pair<std::string, std::string>> drains_;
+  std::vector<std::pair<std::string, std::string>> preflight_labels_;
   std::vector<std::string> undrains_;
   std::function<void(SlurmNodeState&)> before_drain_;
   int load_job_calls_ = 0;

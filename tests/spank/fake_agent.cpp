@@ -89,6 +89,10 @@ FakeAgent::FakeAgent(std::string socket_path, Behaviour behaviour,
   thread_ = std::thread([this] { serve(); });
 }
 
+void FakeAgent::set_answer(const std::string& line) {
+  answer_ = line + "\n";
+}
+
 void FakeAgent::set_journal(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) fail("open " + path);
@@ -156,7 +160,7 @@ void FakeAgent::serve() {
               if (::write(jfd, rec.data(), rec.size()) > 0) fdatasync(jfd);
             }
             if (ack_delay_.count() > 0) std::this_thread::sleep_for(ack_delay_);
-            write_all(fd, "{\"ok\":true}\n");
+            write_all(fd, answer_);
             break;
           case Behaviour::kRefuse:
             write_all(fd, "{\"ok\":false,\"error\":\"refused by test\"}\n");

@@ -31,6 +31,8 @@ class FakeAgent {
   // Like the real agent, make each line durable before acknowledging it: append it to `path`
   // and fdatasync (benchmarks use this for a realistic acknowledgement latency).
   void set_journal(const std::string& path);
+  // What kAck answers instead of {"ok":true} (one line, '\n' added); call before any client.
+  void set_answer(const std::string& line);
   ~FakeAgent();
   FakeAgent(const FakeAgent&) = delete;
   FakeAgent& operator=(const FakeAgent&) = delete;
@@ -47,6 +49,7 @@ class FakeAgent {
   std::chrono::microseconds ack_delay_;
   int listen_fd_ = -1;
   std::atomic<int> journal_fd_{-1};
+  std::string answer_ = "{\"ok\":true}\n";
   int wake_[2] = {-1, -1};
   std::vector<int> backlog_fillers_;
   mutable std::mutex mu_;

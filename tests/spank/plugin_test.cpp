@@ -607,3 +607,89 @@ TEST_F(Plugin, AStuckAgentDelaysTheEpilogByTheTimeoutOnly) {
 
 }  // namespace
 }  // namespace triage::testing
+
+// preflight=on: the prolog asks the agent first; only a clear "unfit" fails it (Slurm then drains
+// the node and requeues the job), and a job refused here is not registered here.
+namespace triage::testing {
+namespace {
+
+class PluginPreflight : public Plugin {
+ protected:
+  void SetUp() override {
+    Plugin::SetUp();
+    set_args({"socket=" + socket_, "inbox=" + inbox_, "timeout_ms=20", "preflight=on"});
+    epilog_environment();
+    unsetenv("SLURM_JOB_EXIT_CODE");
+  }
+  void TearDown() override {
+    unsetenv("SLURM_JOB_GPUS");
+    Plugin::TearDown();
+  }
+};
+
+TEST_F(PluginPreflight, AnUnfitNodeFailsThePrologWithTheEvidenceAndRegistersNothing) {
+  FakeAgent agent(socket_, FakeAgent::Behaviour::kAck);
+  agent.set_answer(
+      "{\"evidence\":[\"pid 4711 (python3) of ended job 4100 is stuck in D state\"],\"fit\":false,"
+      "\"ok\":true,\"reason\":\"triage preflight: pid 4711 (python3) of ended job 4100 is stuck in "
+      "D state\"}");
+  setenv("SLURM_JOB_GPUS", "0,1", 1);
+  EXPECT_EQ(call("job_prolog"), -1);
+  const auto lines = agent.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  const Json q = Json::parse(lines[0]);
+  EXPECT_EQ(q["op"], "preflight");
+  EXPECT_EQ(q["job_id"], 4242);
+  EXPECT_EQ(q["host"], "node007");
+  EXPECT_EQ(q["gpus"], "0,1");
+  EXPECT_TRUE(
+      fake_spank().logged("error: spank_triage: job 4242 refused here: triage preflight: "
+                          "pid 4711 (python3) of ended job 4100 is stuck in D state"));
+  EXPECT_TRUE(inbox_files().empty());
+}
+
+TEST_F(PluginPreflight, AFitNodeRegistersTheJobAsBefore) {
+  FakeAgent agent(socket_, FakeAgent::Behaviour::kAck);
+  agent.set_answer("{\"fit\":true,\"ok\":true}");
+  EXPECT_EQ(call("job_prolog"), 0);
+  ASSERT_TRUE(agent.wait_for_lines(2, milliseconds(1000)));
+  const auto lines = agent.lines();
+  EXPECT_EQ(Json::parse(lines[0])["op"], "preflight");
+  EXPECT_FALSE(Json::parse(lines[0]).contains("gpus"));
+  EXPECT_EQ(Json::parse(lines[1])["op"], "job_start");
+}
+
+TEST_F(PluginPreflight, WithTheAgentDownThePrologSucceedsAndSaysTheJobWasNotChecked) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(call("job_prolog"), 0);
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_LT(ms.count(), 50);
+  EXPECT_TRUE(fake_spank().logged("preflight for job 4242: no answer from the agent"));
+  EXPECT_TRUE(fake_spank().logged("the job goes ahead unchecked"));
+  EXPECT_EQ(inbox_files().size(), 1u);  // the job_start, as without preflight
+}
+
+TEST_F(PluginPreflight, ASilentAgentCostsThePrologTheBudgetAndNoMore) {
+  FakeAgent agent(socket_, FakeAgent::Behaviour::kSilent);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(call("job_prolog"), 0);
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  // 50 ms for the preflight, then timeout_ms=20 for the job_start it does not acknowledge either.
+  EXPECT_LT(ms.count(), 50 + 20 + 30);
+  EXPECT_TRUE(fake_spank().logged("the job goes ahead unchecked"));
+}
+
+TEST_F(PluginPreflight, ABadPreflightArgumentLeavesItOff) {
+  set_args({"socket=" + socket_, "inbox=" + inbox_, "preflight=yes"});
+  plugin_ = std::make_unique<LoadedPlugin>(SPANK_TRIAGE_SO);
+  FakeAgent agent(socket_, FakeAgent::Behaviour::kAck);
+  agent.set_answer("{\"fit\":false,\"ok\":true,\"reason\":\"triage preflight: port down: x\"}");
+  EXPECT_EQ(call("job_prolog"), 0);
+  EXPECT_TRUE(fake_spank().logged("preflight must be on or off; using off"));
+  const auto lines = agent.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Json::parse(lines[0])["op"], "job_start");
+}
+
+}  // namespace
+}  // namespace triage::testing

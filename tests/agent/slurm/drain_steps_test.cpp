@@ -142,3 +142,66 @@ TEST(DrainSteps, ANodeResumedRightAfterOurDrainGetsNoReasonFromUs) {
 
 }  // namespace
 }  // namespace triage::agent
+
+// The preflight refused a job here: its prolog fails and slurmctld drains the node "Prolog error"
+// (unless it is drained already); the agent's reason ends up on the drain whichever comes first,
+// and never on somebody else's.
+namespace triage::agent {
+namespace {
+
+const std::string kPreflight = "triage preflight: drain recommended: GPU 0 fell off the bus";
+
+TEST(LabelPreflightDrain, AnUndrainedNodeIsDrainedWithTheReason) {
+  Ctld ctld;
+  std::string error;
+  ASSERT_TRUE(label_preflight_drain(ctld.drain_steps(), kPreflight, error)) << error;
+  EXPECT_TRUE(ctld.node.drain);
+  EXPECT_EQ(ctld.node.reason, kPreflight);
+}
+
+TEST(LabelPreflightDrain, SlurmsPrologErrorDrainGetsTheReason) {
+  Ctld ctld;
+  ctld.node.drain = true;
+  ctld.node.state = "IDLE+DRAIN";
+  ctld.node.reason = kSlurmPrologErrorReason;
+  std::string error;
+  ASSERT_TRUE(label_preflight_drain(ctld.drain_steps(), kPreflight, error)) << error;
+  EXPECT_EQ(ctld.node.reason, kPreflight);
+}
+
+TEST(LabelPreflightDrain, SlurmsDrainLandingBetweenOurWritesStillGetsTheReason) {
+  Ctld ctld;
+  std::string error;
+  DrainSteps steps = ctld.drain_steps();
+  // slurmctld handles the failed prolog right after our DRAIN: "Prolog error", by SlurmUser.
+  auto drain = steps.drain_keeping_reason;
+  steps.drain_keeping_reason = [&ctld, drain](std::string& e) {
+    const bool ok = drain(e);
+    ctld.node.reason = kSlurmPrologErrorReason;
+    ctld.node.reason_uid = 64030;
+    ctld.node.reason_time = ++ctld.clock;
+    return ok;
+  };
+  ASSERT_TRUE(label_preflight_drain(steps, kPreflight, error)) << error;
+  EXPECT_EQ(ctld.node.reason, kPreflight);
+}
+
+TEST(LabelPreflightDrain, AnAdminsDrainIsNeverRelabelled) {
+  Ctld ctld;
+  ctld.admin_drains();
+  std::string error;
+  EXPECT_FALSE(label_preflight_drain(ctld.drain_steps(), kPreflight, error));
+  EXPECT_EQ(ctld.node.reason, kAdmin);
+  EXPECT_NE(error.find("not overriding"), std::string::npos) << error;
+}
+
+TEST(LabelPreflightDrain, AnAdminsDrainMadeMeanwhileIsTheirs) {
+  Ctld ctld;
+  ctld.admin_after = 1;  // after our first read, before our DRAIN
+  std::string error;
+  EXPECT_FALSE(label_preflight_drain(ctld.drain_steps(), kPreflight, error));
+  EXPECT_EQ(ctld.node.reason, kAdmin);
+}
+
+}  // namespace
+}  // namespace triage::agent

@@ -94,5 +94,32 @@ TEST(AccountingMerge, AnExactRepeatIsUnchangedAndAFullFieldIsNot) {
   EXPECT_FALSE(full.unchanged);
 }
 
+// The preflight's record on a job it refused: beside the summary and other tools' text, never
+// in their place, and the latest refusal only.
+TEST(RefusedSegment, NamesTheNodeAndTheEncodedReason) {
+  EXPECT_EQ(compose_refused_segment("gpu-a017", "triage preflight: port down: mlx5_0/1"),
+            "triage-refused=gpu-a017:triage%20preflight:%20port%20down:%20mlx5_0/1");
+}
+
+TEST(RefusedSegment, ALongReasonIsCutOutsideAnEscape) {
+  const std::string s = compose_refused_segment("n1", std::string(10, 'x') + " y", 28);
+  EXPECT_EQ(s, "triage-refused=n1:xxxxxxxxxx");
+}
+
+TEST(RefusedSegment, KeepsTheSummaryAndOtherTextAndReplacesAnEarlierMove) {
+  const std::string first = compose_refused_segment("n1", "a");
+  CommentMerge m = merge_refused_comment("JS1:abc triage=hang;flagged=1", first);
+  ASSERT_TRUE(m.write);
+  EXPECT_EQ(m.value, "JS1:abc triage=hang;flagged=1 " + first);
+  const CommentMerge again = merge_refused_comment(m.value, compose_refused_segment("n2", "b"));
+  ASSERT_TRUE(again.write);
+  EXPECT_EQ(again.value, "JS1:abc triage=hang;flagged=1 triage-refused=n2:b");
+  // And the summary at the job's end leaves the move where it is.
+  const CommentMerge end =
+      merge_triage_comment(again.value, "triage=completed;blame=none;nodes=n3");
+  ASSERT_TRUE(end.write);
+  EXPECT_EQ(end.value, "JS1:abc triage=completed;blame=none;nodes=n3 triage-refused=n2:b");
+}
+
 }  // namespace
 }  // namespace triage::agent
