@@ -4,9 +4,10 @@
 // _print_topo_record) print one line per switch:
 //   SwitchName=<name> Level=<n> LinkSpeed=<n>[ Nodes=<hostlist>][ Switches=<hostlist>]
 // A node's leaf switch is the lowest-level switch whose Nodes= names it (the first such line on a
-// tie). No topology reads as an empty one: no topology.conf, TopologyPlugin none or flat (nothing
-// printed; "No topology information available" goes to stderr), topology/block (24.11; its
-// BlockName= lines are not switches). Callers then work as without switches, silently.
+// tie): slurmctld lists under an upper switch every node below it. No topology reads as an empty
+// one: no topology.conf, TopologyPlugin none or flat (nothing printed; "No topology information
+// available" goes to stderr), topology/block (24.11; its BlockName= lines are not switches).
+// Callers then work as without switches, silently.
 #pragma once
 
 #include <map>

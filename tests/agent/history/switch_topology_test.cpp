@@ -9,12 +9,13 @@
 namespace triage::agent {
 namespace {
 
-// A two-level tree: two leaves under a spine, as slurm_print_topo_record prints it (the spine's
-// Level is computed by slurmctld; LinkSpeed defaults to 1).
+// A two-level tree, as Slurm 22.05.8's scontrol printed it for the dev cluster's topology.conf
+// (scripts/slurm-cluster --topology): slurmctld computes the levels, keeps a leaf's Nodes= as
+// written, and gives the spine every node below it, compressed.
 constexpr const char* kTwoLeaves =
-    "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu[01-02]\n"
-    "SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=gpu[03-04]\n"
-    "SwitchName=spine Level=1 LinkSpeed=1 Switches=leaf[1-2]\n";
+    "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu01,gpu02\n"
+    "SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=gpu03,gpu04\n"
+    "SwitchName=spine Level=1 LinkSpeed=1 Nodes=gpu[01-04] Switches=leaf1,leaf2\n";
 
 TEST(SwitchTopology, EachNodeHangsOffItsLeaf) {
   const SwitchTopology t = parse_topology(kTwoLeaves, "scontrol show topology");
@@ -22,7 +23,7 @@ TEST(SwitchTopology, EachNodeHangsOffItsLeaf) {
   EXPECT_EQ(t.leaf_of.at("gpu02"), "leaf1");
   EXPECT_EQ(t.leaf_of.at("gpu03"), "leaf2");
   EXPECT_EQ(t.leaf_of.at("gpu04"), "leaf2");
-  EXPECT_EQ(t.leaf_of.size(), 4u) << "the spine has no nodes of its own";
+  EXPECT_EQ(t.leaf_of.size(), 4u) << "the spine's nodes hang off the leaves below it";
   EXPECT_EQ(t.leaves.at("leaf1"), (std::vector<std::string>{"gpu01", "gpu02"}));
   EXPECT_EQ(t.leaves.count("spine"), 0u);
 }
