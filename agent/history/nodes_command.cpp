@@ -435,6 +435,9 @@ int run_nodes(int argc, char** argv) {
     throw UsageError(
         "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
   }
+  if (!topology_file.empty() && !suspects) {
+    throw UsageError("--topology goes with --suspects: only the ranking uses the switches");
+  }
   const bool use_file = config_given || ::access(config_path.c_str(), R_OK) == 0;
   ConfigLoad load = load_agent_config(use_file ? config_path : "");
   if (!load.errors.empty()) {

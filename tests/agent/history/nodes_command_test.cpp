@@ -285,6 +285,7 @@ TEST(NodesCommand, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(run_cli("--suspects").status, 2) << "suspects need the list of nodes";
   EXPECT_EQ(run_cli("--format yaml").status, 2);
   EXPECT_EQ(run_cli("--bogus").status, 2);
+  EXPECT_EQ(run_cli("--topology none").status, 2) << "the switches are for --suspects";
   EXPECT_EQ(run_cli("--nodes 'node[1-'").status, 2);
   const CliRun help = run_cli("--help");
   EXPECT_EQ(help.status, 0);
