@@ -49,8 +49,8 @@ std::vector<json> history(const std::vector<std::string>& n) {
   for (int i = 0; i < 1000; ++i)
     jobs.push_back(record(id++, n[2], n[3], ""));
   for (int i = 0; i < 60; ++i) {
-    for (int a : {0, 1}) {
-      for (int b : {2, 3})
+    for (size_t a : {0u, 1u}) {
+      for (size_t b : {2u, 3u})
         jobs.push_back(record(id++, n[a], n[b], ""));
     }
   }
