@@ -1,6 +1,7 @@
 // `slurm-triage nodes`: node verdicts and drain recommendations, from the local agent (socket
 // `health`) or from a list of nodes (HTTP /v1/health with a munge credential); with --suspects,
-// the nodes whose jobs fail improbably often, from the list's outcome histories (/v1/history).
+// the nodes whose jobs fail improbably often, from the list's outcome histories (/v1/history),
+// and, where Slurm knows the switch topology, the leaf switches those failures cluster under.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -8,6 +9,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,8 +19,11 @@
 #include "agent/base/config.h"
 #include "agent/history/history_gather.h"
 #include "agent/history/suspect_nodes.h"
+#include "agent/history/suspect_switches.h"
+#include "agent/history/switch_topology.h"
 #include "agent/net/peer_client.h"
 #include "common/build_config.h"
+#include "common/child_process.h"
 #include "common/cli_args.h"
 #include "common/cli_registry.h"
 #include "common/error.h"
@@ -41,7 +47,11 @@ void usage(FILE* out) {
       "                       host:port picks a port per node)\n"
       "  --suspects           rank the nodes whose multi-node jobs fail on trusted platform "
       "evidence\n"
-      "                       improbably often, from the agents' job histories (needs --nodes)\n"
+      "                       improbably often, from the agents' job histories (needs --nodes);\n"
+      "                       where Slurm knows the topology (topology/tree), failures that\n"
+      "                       cluster under one leaf switch name the switch\n"
+      "  --topology FILE|none with --suspects: the switches from FILE (what `scontrol show\n"
+      "                       topology` printed), or none; default: ask scontrol\n"
       "  --port N             their HTTP port (default: HttpPort from the config, 6829)\n"
       "  --munge-socket PATH  munged's socket (default: MungeSocket from the config)\n"
       "  --socket PATH        the local agent's socket (default: SocketPath)\n"
@@ -203,16 +213,114 @@ nlohmann::json suspect_json(const SuspectNode& s, const std::string& drain_polic
           {"reasons", std::move(reasons)}};
 }
 
+// Where the switch topology came from, and the topology itself (empty: none, or not usable).
+struct TopologySource {
+  std::string source;  // "scontrol show topology", the file's path, or "none"
+  SwitchTopology topology;
+  std::string warning;  // why a topology that was there is not used
+};
+
+// The environment scontrol runs in: the caller's (their SLURM_CONF), less SLURM_TOPO_LEN, which
+// would cut each line short.
+std::vector<std::string> scontrol_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "SLURM_TOPO_LEN=", 15) != 0) env.emplace_back(*e);
+  }
+  return env;
+}
+
+// The switch topology: from `file` (a saved `scontrol show topology`; "none": no topology), or
+// from scontrol. Slurm without a topology, or a scontrol that is missing or fails (no controller
+// to ask), is no topology, silently: the ranking is then the nodes' alone, as it always was.
+TopologySource read_topology(const std::string& file, int timeout_ms) {
+  TopologySource t;
+  if (file == "none") {
+    t.source = "none";
+    return t;
+  }
+  std::string text;
+  if (!file.empty()) {
+    t.source = file;
+    std::ifstream in(file);
+    if (!in) throw UsageError("--topology: cannot read " + printable(file));
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    text = buf.str();
+  } else {
+    t.source = "scontrol show topology";
+    const std::string program = find_executable("scontrol");
+    if (program.empty()) return t;
+    ChildSpec spec;
+    spec.argv = topology_argv();
+    spec.argv.front() = program;
+    spec.env = scontrol_environment();
+    ChildLimits limits;
+    limits.timeout = std::chrono::milliseconds(timeout_ms);
+    limits.stdout_max = size_t{16} << 20;
+    try {
+      ChildResult c = run_child(spec, limits);
+      if (!c.exited_ok() || c.timed_out) return t;
+      text = std::move(c.out);
+    } catch (const std::exception&) {
+      return t;
+    }
+  }
+  try {
+    t.topology = parse_topology(text, t.source);
+  } catch (const InputError& e) {
+    t.warning = std::string("switch topology not used: ") + e.what();
+  }
+  return t;
+}
+
+nlohmann::json switch_json(const SuspectSwitch& s, const std::string& drain_policy) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const SuspectNode& n : s.suspect_nodes) {
+    // The switch is the suspect: no drain is recommended for its nodes (a policy that allows none
+    // gives none).
+    nlohmann::json j = suspect_json(n, "");
+    j["drain"] = {{"recommended", false}, {"policy", drain_policy}, {"withheld_for", s.name}};
+    nodes.push_back(std::move(j));
+  }
+  nlohmann::json out = {{"switch", s.name},
+                        {"nodes", s.nodes},
+                        {"p_value", s.p_value},
+                        {"suspect_nodes", std::move(nodes)},
+                        {"reasons", s.reasons}};
+  if (s.pooled) {
+    out["pooled"] = {{"failures", s.pooled->failures},
+                     {"jobs", s.pooled->jobs},
+                     {"expected", s.pooled->expected},
+                     {"cluster_rate", s.pooled->cluster_rate},
+                     {"p_value", s.pooled->p_value},
+                     {"failed_jobs", s.pooled->failed_jobs},
+                     {"failing_nodes", s.pooled->failing_nodes}};
+  }
+  return out;
+}
+
 nlohmann::json suspects_report(const GatheredHistory& g, const SuspectRanking& r,
+                               const SwitchRanking& sw, const TopologySource& topo,
                                const std::string& drain_policy) {
   nlohmann::json unreachable = nlohmann::json::array();
   for (const UnreachableAgent& u : g.unreachable)
     unreachable.push_back({{"host", u.host}, {"error", u.error}});
   nlohmann::json suspects = nlohmann::json::array();
-  for (const SuspectNode& s : r.suspects)
+  for (const SuspectNode& s : sw.nodes)
     suspects.push_back(suspect_json(s, drain_policy));
+  nlohmann::json switches = nlohmann::json::array();
+  for (const SuspectSwitch& s : sw.switches)
+    switches.push_back(switch_json(s, drain_policy));
+  nlohmann::json topology = {{"source", topo.source},
+                             {"leaf_switches", topo.topology.leaves.size()},
+                             {"switches_tested", sw.switches_tested},
+                             {"test", sw.test}};
+  if (!topo.warning.empty()) topology["warning"] = topo.warning;
   return {
       {"suspects", std::move(suspects)},
+      {"switches", std::move(switches)},
+      {"topology", std::move(topology)},
       {"jobs", r.jobs},
       {"multi_node_jobs", r.multi_node_jobs},
       {"nodes", r.nodes_tested},
@@ -223,6 +331,13 @@ nlohmann::json suspects_report(const GatheredHistory& g, const SuspectRanking& r
 }
 
 void print_suspects(const nlohmann::json& report) {
+  for (const nlohmann::json& s : report["switches"]) {
+    const auto& reasons = s["reasons"];
+    std::printf("switch %s: %s\n", printable(s["switch"].get<std::string>()).c_str(),
+                printable(reasons.empty() ? "" : reasons[0].get<std::string>()).c_str());
+    for (size_t i = 1; i < reasons.size(); ++i)
+      std::printf("  %s\n", printable(reasons[i].get<std::string>()).c_str());
+  }
   for (const nlohmann::json& s : report["suspects"]) {
     const auto& reasons = s["reasons"];
     std::printf("%s: %s\n", printable(s["node"].get<std::string>()).c_str(),
@@ -230,7 +345,7 @@ void print_suspects(const nlohmann::json& report) {
     for (size_t i = 1; i < reasons.size(); ++i)
       std::printf("  %s\n", printable(reasons[i].get<std::string>()).c_str());
   }
-  if (report["suspects"].empty()) {
+  if (report["suspects"].empty() && report["switches"].empty()) {
     std::printf("no suspect nodes among %s nodes tested\n", report["nodes"].dump().c_str());
   }
   const auto& agents = report["agents"];
@@ -246,13 +361,29 @@ void print_suspects(const nlohmann::json& report) {
   for (const nlohmann::json& why : report["records"]["skipped_reasons"])
     std::printf("  skipped %s\n", printable(why.get<std::string>()).c_str());
   std::printf("test: %s\n", report["test"].get<std::string>().c_str());
+  const auto& topology = report["topology"];
+  if (topology.contains("warning")) {
+    std::printf("%s\n", printable(topology["warning"].get<std::string>()).c_str());
+  } else if (topology["leaf_switches"] != 0) {
+    std::printf(
+        "switches: %s leaf switches from %s; a leaf is named when 2 of its nodes are "
+        "suspects, or by the same test over the switches: %s\n",
+        topology["leaf_switches"].dump().c_str(),
+        printable(topology["source"].get<std::string>()).c_str(),
+        topology["test"].get<std::string>().c_str());
+  }
 }
 
 int run_suspects(const std::vector<std::string>& nodes, int port, const PeerFetchOptions& fetch,
-                 const std::string& drain_policy, const std::string& format) {
+                 const std::string& drain_policy, const std::string& format,
+                 const std::string& topology_file) {
+  const TopologySource topo = read_topology(topology_file, static_cast<int>(fetch.timeout_ms));
   const GatheredHistory g = gather_history(nodes, port, fetch);
-  const nlohmann::json report =
-      suspects_report(g, rank_suspects(g.jobs, SuspectPolicy{}), drain_policy);
+  const SuspectPolicy policy;
+  const SuspectRanking ranking = rank_suspects(g.jobs, policy);
+  const SwitchRanking switches =
+      rank_switches(g.jobs, ranking, topo.topology, policy, SwitchPolicy{});
+  const nlohmann::json report = suspects_report(g, ranking, switches, topo, drain_policy);
   if (format == "json") {
     std::printf("%s\n",
                 report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -269,6 +400,7 @@ int run_nodes(int argc, char** argv) {
   std::optional<int> port;
   int timeout_s = 10;
   bool suspects = false;
+  std::string topology_file;
   ArgCursor args(argc, argv);
   while (args.next()) {
     const std::string& a = args.arg();
@@ -281,6 +413,8 @@ int run_nodes(int argc, char** argv) {
       port = static_cast<int>(args.whole(1, 65535));
     } else if (a == "--suspects") {
       suspects = true;
+    } else if (a == "--topology") {
+      topology_file = args.value();
     } else if (a == "--munge-socket") {
       munge_socket = args.value();
     } else if (a == "--socket") {
@@ -301,6 +435,9 @@ int run_nodes(int argc, char** argv) {
     throw UsageError(
         "--suspects needs --nodes HOSTLIST: the ranking compares every node's history");
   }
+  if (!topology_file.empty() && !suspects) {
+    throw UsageError("--topology goes with --suspects: only the ranking uses the switches");
+  }
   const bool use_file = config_given || ::access(config_path.c_str(), R_OK) == 0;
   ConfigLoad load = load_agent_config(use_file ? config_path : "");
   if (!load.errors.empty()) {
@@ -317,7 +454,7 @@ int run_nodes(int argc, char** argv) {
     fetch.munge_socket = munge_socket;
     fetch.timeout_ms = int64_t{timeout_s} * 1000;
     return run_suspects(expand_hostlist(nodes_expr, "--nodes"), http_port, fetch,
-                        load.config.drain_policy, format);
+                        load.config.drain_policy, format, topology_file);
   }
   std::vector<NodeAnswer> answers;
   if (nodes_expr.empty()) {

@@ -4,9 +4,11 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
+#include "common/hostlist.h"
 #include "common/json_read.h"
 #include "common/text.h"
 
@@ -95,6 +97,7 @@ struct NodeTally {
   std::array<uint64_t, kBuckets> failures{};         // counted against this node
   std::array<uint64_t, kBuckets> failed_anywhere{};  // counted against any node of the job
   std::vector<const JobOutcome*> failed;
+  std::vector<std::string> failing_nodes;  // the nodes the failures were pinned on
 };
 
 struct BucketTotals {
@@ -118,14 +121,15 @@ double expected_failures(const NodeTally& t, const BucketTotals& all) {
 
 // "4 of them were gpu-fallen-off-bus (Xid 79 on this node)", one line per class, most first, with
 // what the newest of them pinned on this node.
-std::vector<std::string> class_reasons(const std::string& node,
+std::vector<std::string> class_reasons(const std::vector<std::string>& members,
                                        const std::vector<const JobOutcome*>& failed) {
   std::map<std::string, std::pair<uint64_t, std::string>> by_class;  // class -> (count, why)
   for (const JobOutcome* j : failed) {
     auto& [count, why] = by_class[j->cls.value_or("unclassified")];
     ++count;
     for (const OutcomeImplication& i : j->implicated) {
-      if (i.node == node && i.trusted && !i.why.empty()) why = i.why;
+      const bool member = std::find(members.begin(), members.end(), i.node) != members.end();
+      if (member && i.trusted && !i.why.empty()) why = i.why;
     }
   }
   std::vector<std::pair<std::string, std::pair<uint64_t, std::string>>> rows(by_class.begin(),
@@ -144,10 +148,11 @@ std::vector<std::string> class_reasons(const std::string& node,
   return out;
 }
 
-SuspectNode describe_suspect(const std::string& node, NodeTally tally, uint64_t n, uint64_t k,
-                             double mu, double p_value) {
+SuspectNode describe_suspect(const std::string& unit, bool group, NodeTally tally, uint64_t n,
+                             uint64_t k, double mu, double p_value) {
   SuspectNode s;
-  s.node = node;
+  s.node = unit;
+  s.failing_nodes = std::move(tally.failing_nodes);
   s.failures = k;
   s.jobs = n;
   s.expected = mu;
@@ -158,12 +163,13 @@ SuspectNode describe_suspect(const std::string& node, NodeTally tally, uint64_t 
   });
   for (const JobOutcome* j : tally.failed)
     s.failed_jobs.push_back(j->job_id);
+  const std::string on =
+      group ? "on a node under it (" + compress_hostlist(s.failing_nodes) + ")" : "on this node";
   s.reasons.push_back(std::to_string(k) + " of its " + std::to_string(n) +
-                      " multi-node jobs failed on platform evidence trusted on this node; "
-                      "cluster rate " +
-                      percent(s.cluster_rate) + " for jobs of their sizes (" + short_number(mu) +
-                      " expected); p = " + short_number(p_value));
-  for (std::string& line : class_reasons(node, tally.failed))
+                      " multi-node jobs failed on platform evidence trusted " + on +
+                      "; cluster rate " + percent(s.cluster_rate) + " for jobs of their sizes (" +
+                      short_number(mu) + " expected); p = " + short_number(p_value));
+  for (std::string& line : class_reasons(s.failing_nodes, tally.failed))
     s.reasons.push_back(std::move(line));
   return s;
 }
@@ -229,7 +235,14 @@ double binomial_upper_tail(uint64_t n, uint64_t k, double p) {
   return std::min(1.0, std::exp(sum));
 }
 
-SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy) {
+namespace {
+
+// The test of rank_suspects over units of nodes: `unit_of` names a node's unit (nullptr: in none).
+// A job counts for each unit one of its nodes is in, and against a unit when it counts against one
+// of that unit's nodes.
+SuspectRanking rank_units(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy,
+                          const std::function<const std::string*(const std::string&)>& unit_of,
+                          bool group, const std::string& what, const std::string& whats) {
   SuspectRanking out;
   out.jobs = jobs.size();
   BucketTotals all;
@@ -241,27 +254,40 @@ SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectP
     const bool failed = counts_against_nodes(j);
     ++all.jobs[b];
     if (failed) ++all.failures[b];
+    std::map<std::string, std::vector<std::string>> units;  // unit -> its nodes failing this job
     for (const std::string& node : j.nodes) {
-      NodeTally& t = tallies[node];
+      const std::string* unit = unit_of(node);
+      if (unit == nullptr) continue;
+      std::vector<std::string>& pinned = units[*unit];
+      if (failed && counts_against_node(j, node)) pinned.push_back(node);
+    }
+    for (auto& [unit, pinned] : units) {
+      NodeTally& t = tallies[unit];
       ++t.jobs[b];
       if (!failed) continue;
       ++t.failed_anywhere[b];
-      if (!counts_against_node(j, node)) continue;
+      if (pinned.empty()) continue;
       ++t.failures[b];
       t.failed.push_back(&j);
+      for (std::string& node : pinned) {
+        if (std::find(t.failing_nodes.begin(), t.failing_nodes.end(), node) ==
+            t.failing_nodes.end())
+          t.failing_nodes.push_back(std::move(node));
+      }
     }
   }
   out.nodes_tested = tallies.size();
   out.threshold = policy.family_alpha / static_cast<double>(std::max<uint64_t>(1, tallies.size()));
   out.test =
-      "binomial tail P(X >= k) of a node's failures with platform blame on evidence trusted on "
-      "that node among its multi-node jobs, against the cluster's rate for jobs of the same "
+      "binomial tail P(X >= k) of a " + what +
+      "'s failures with platform blame on evidence trusted on that " + what +
+      " among its multi-node jobs, against the cluster's rate for jobs of the same "
       "size (2-3, 4-7, 8-15, 16+ "
-      "nodes; the node's own jobs left out); suspect when k >= " +
-      std::to_string(policy.min_failures) + " and p < " + short_number(policy.family_alpha) + "/" +
-      std::to_string(out.nodes_tested) + " = " + short_number(out.threshold) +
-      " (Bonferroni over the nodes tested)";
-  for (auto& [node, tally] : tallies) {
+      "nodes; the " +
+      what + "'s own jobs left out); suspect when k >= " + std::to_string(policy.min_failures) +
+      " and p < " + short_number(policy.family_alpha) + "/" + std::to_string(out.nodes_tested) +
+      " = " + short_number(out.threshold) + " (Bonferroni over the " + whats + " tested)";
+  for (auto& [unit, tally] : tallies) {
     uint64_t n = 0;
     uint64_t k = 0;
     for (size_t b = 0; b < kBuckets; ++b) {
@@ -272,12 +298,31 @@ SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectP
     const double mu = expected_failures(tally, all);
     const double p_value = binomial_upper_tail(n, k, mu / static_cast<double>(n));
     if (p_value >= out.threshold) continue;
-    out.suspects.push_back(describe_suspect(node, std::move(tally), n, k, mu, p_value));
+    out.suspects.push_back(describe_suspect(unit, group, std::move(tally), n, k, mu, p_value));
   }
   std::sort(out.suspects.begin(), out.suspects.end(), [](const auto& a, const auto& b) {
     return a.p_value != b.p_value ? a.p_value < b.p_value : a.node < b.node;
   });
   return out;
+}
+
+}  // namespace
+
+SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy) {
+  return rank_units(
+      jobs, policy, [](const std::string& node) { return &node; }, false, "node", "nodes");
+}
+
+SuspectRanking rank_node_groups(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy,
+                                const std::map<std::string, std::string>& group_of,
+                                const std::string& what) {
+  return rank_units(
+      jobs, policy,
+      [&](const std::string& node) -> const std::string* {
+        const auto it = group_of.find(node);
+        return it == group_of.end() ? nullptr : &it->second;
+      },
+      true, what, what.back() == 'h' || what.back() == 's' ? what + "es" : what + "s");
 }
 
 std::optional<std::string> suspect_drain_recommendation(const SuspectNode& suspect,

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,6 +87,7 @@ struct SuspectNode {
   double p_value = 1;
   std::vector<uint64_t> failed_jobs;  // the k jobs, newest first
   std::vector<std::string> reasons;
+  std::vector<std::string> failing_nodes;  // the nodes the k failures were pinned on
 };
 
 struct SuspectRanking {
@@ -99,6 +101,14 @@ struct SuspectRanking {
 
 // The suspects among the nodes of `jobs` (distinct jobs), by the test above.
 SuspectRanking rank_suspects(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy);
+
+// The same test over groups of nodes (a leaf switch's): `group_of` names each node's group (a
+// node not in it is in none); a multi-node job counts for each group one of its nodes is in, and
+// against a group when it counts against one of the group's nodes; the rate a group is measured
+// against leaves out the jobs that touched it. `what` names a group in the test line ("switch").
+SuspectRanking rank_node_groups(const std::vector<JobOutcome>& jobs, const SuspectPolicy& policy,
+                                const std::map<std::string, std::string>& group_of,
+                                const std::string& what);
 
 // The drain recommendation for a suspect under the cluster's DrainPolicy, naming its failed jobs
 // (the newest 20), or nullopt when the policy does not allow one. Both recommend and auto allow

@@ -45,6 +45,12 @@ mapfile -t nodes < <(sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$state/etc/slurm.co
 ((${#nodes[@]} == 2)) || fail "expected 2 nodes, slurm.conf has: ${nodes[*]}"
 export SLURM_CONF=$state/etc/slurm.conf
 
+# Two nodes or more: Slurm knows two leaf switches, one node each here (issue 27, part 6).
+topology=$(scontrol show topology 2>&1) || fail "scontrol show topology: $topology"
+[[ $topology == *"SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=${nodes[0]}"* &&
+   $topology == *"SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=${nodes[1]}"* ]] ||
+  fail "expected leaf1 with ${nodes[0]} and leaf2 with ${nodes[1]}: $topology"
+
 # A job that fails on the first node: its analysis ends with the summary in its accounting record.
 home=$state/home/triage-test
 job=$(cd "$home" && runuser -u triage-test -- sbatch --parsable --triage=basic -w "${nodes[0]}" \

@@ -113,6 +113,7 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluste
     argv.insert(argv.end(), {"--accounting", "--db-port", std::to_string(free_port()), "--dbd-port",
                              std::to_string(free_port())});
   }
+  if (options.topology) argv.push_back("--topology");
   if (!options.agent.empty()) argv.insert(argv.end(), {"--agent", options.agent});
   if (!options.agent_config.empty()) {
     argv.insert(argv.end(), {"--agent-config", options.agent_config});

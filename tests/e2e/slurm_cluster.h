@@ -28,6 +28,8 @@ struct ClusterOptions {
   int nodes = 1;  // >1: several slurmd on this host (<host>1..n at 127.0.0.1..n), an agent each
   // Also MariaDB and slurmdbd (scripts/slurm-cluster --accounting): sacct and sacctmgr work.
   bool accounting = false;
+  // With nodes >= 2: topology/tree with two leaf switches (scripts/slurm-cluster --topology).
+  bool topology = false;
 };
 
 // Whether this host has what ClusterOptions::accounting starts (mariadb-server, slurmdbd).

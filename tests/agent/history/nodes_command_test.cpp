@@ -157,6 +157,10 @@ TEST(NodesCommand, SuspectsAreRankedFromEveryAgentsHistoryAndTheDrainNamesTheJob
   EXPECT_EQ(j["agents"]["unreachable"][0]["host"], "127.0.0.1:1");
   EXPECT_EQ(j["records"]["skipped"], 2);
   EXPECT_NE(j["test"].get<std::string>().find("Bonferroni"), std::string::npos);
+  // No slurmctld to ask here: no topology, silently, and the nodes are ranked as ever.
+  EXPECT_EQ(j["topology"]["leaf_switches"], 0) << j["topology"].dump();
+  EXPECT_FALSE(j["topology"].contains("warning")) << j["topology"].dump();
+  EXPECT_EQ(j["switches"], nlohmann::json::array());
   ASSERT_EQ(j["suspects"].size(), 1u) << json.out;
   const auto& lemon = j["suspects"][0];
   EXPECT_EQ(lemon["node"], spec.lemon);
@@ -183,10 +187,105 @@ TEST(NodesCommand, SuspectsAreRankedFromEveryAgentsHistoryAndTheDrainNamesTheJob
   EXPECT_NE(table.out.find("test: binomial tail"), std::string::npos);
 }
 
+// One two-node job of a history; a failure is pinned on `culprit` by its own agent (trusted).
+nlohmann::json two_node_job(uint64_t id, const std::string& a, const std::string& b,
+                            const std::string& culprit = "") {
+  nlohmann::json r = {{"v", 1},
+                      {"job_id", id},
+                      {"user", "alice"},
+                      {"end_time", 1790000000 + static_cast<int64_t>(id)},
+                      {"status", culprit.empty() ? "completed" : "failed"},
+                      {"nodes", {a, b}},
+                      {"implicated", nlohmann::json::array()}};
+  if (!culprit.empty()) {
+    r["class"] = "nccl-timeout";
+    r["blame"] = "platform";
+    r["implicated"].push_back(
+        {{"node", culprit}, {"why", "mlx5_core: link down on port 1"}, {"trusted", true}});
+  }
+  return r;
+}
+
+// g1 and g2 (leaf1 of the saved topology) fail six jobs each; g3 and g4 (leaf2) never do.
+std::vector<nlohmann::json> two_lemons_under_one_leaf() {
+  std::vector<nlohmann::json> jobs;
+  uint64_t id = 1;
+  for (int i = 0; i < 1000; ++i)
+    jobs.push_back(two_node_job(id++, "g3", "g4"));
+  for (int i = 0; i < 60; ++i) {
+    for (const char* a : {"g1", "g2"}) {
+      for (const char* b : {"g3", "g4"})
+        jobs.push_back(two_node_job(id++, a, b));
+    }
+  }
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(two_node_job(id++, "g1", "g3", "g1"));
+    jobs.push_back(two_node_job(id++, "g2", "g4", "g2"));
+  }
+  return jobs;
+}
+
+TEST(NodesCommand, TwoSuspectsUnderOneLeafSwitchNameTheSwitch) {
+  TempDir dir("switches");
+  MungeDaemon munge(dir.path());
+  ASSERT_TRUE(munge.ok());
+  testing::FakeHistoryAgent agent(testing::history_answer("g1", two_lemons_under_one_leaf()));
+  testing::write_file(dir.path() + "/empty.conf", "");
+  testing::write_file(dir.path() + "/topology.txt",
+                      "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=g[1-2]\n"
+                      "SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=g[3-4]\n"
+                      "SwitchName=spine Level=1 LinkSpeed=1 Switches=leaf[1-2]\n");
+  testing::write_file(dir.path() + "/garbage.txt", "SwitchName=leaf1 Level=zero Nodes=g1\n");
+  const std::string common = "--config " + dir.path() + "/empty.conf --munge-socket " +
+                             munge.socket() +
+                             " --suspects --nodes 127.0.0.1:" + std::to_string(agent.port());
+
+  const CliRun json = run_cli(common + " --format json --topology " + dir.path() + "/topology.txt");
+  ASSERT_EQ(json.status, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_EQ(j["topology"]["leaf_switches"], 2);
+  EXPECT_EQ(j["topology"]["switches_tested"], 2);
+  ASSERT_EQ(j["switches"].size(), 1u) << json.out;
+  EXPECT_EQ(j["switches"][0]["switch"], "leaf1");
+  EXPECT_EQ(j["switches"][0]["nodes"], nlohmann::json({"g1", "g2"}));
+  ASSERT_EQ(j["switches"][0]["suspect_nodes"].size(), 2u);
+  EXPECT_EQ(j["switches"][0]["suspect_nodes"][0]["drain"]["recommended"], false);
+  EXPECT_EQ(j["switches"][0]["suspect_nodes"][0]["drain"]["withheld_for"], "leaf1");
+  EXPECT_EQ(j["suspects"], nlohmann::json::array()) << "the switch, not each of its nodes";
+
+  const CliRun table = run_cli(common + " --topology " + dir.path() + "/topology.txt");
+  EXPECT_EQ(table.status, 0);
+  EXPECT_EQ(table.out.rfind("switch leaf1: leaf switch of g[1-2]: 2 of its 2 nodes are suspects "
+                            "(g[1-2])",
+                            0),
+            0u)
+      << table.out;
+  EXPECT_NE(table.out.find("switches: 2 leaf switches from "), std::string::npos) << table.out;
+
+  // Without a topology, or with one that does not read, the two nodes are named as before.
+  for (const std::string& topology : {std::string("none"), dir.path() + "/garbage.txt"}) {
+    const CliRun plain = run_cli(common + " --format json --topology " + topology);
+    ASSERT_EQ(plain.status, 0) << plain.out;
+    const auto p = nlohmann::json::parse(plain.out, nullptr, false);
+    ASSERT_TRUE(p.is_object()) << plain.out;
+    EXPECT_EQ(p["switches"], nlohmann::json::array());
+    EXPECT_EQ(p["suspects"].size(), 2u) << plain.out;
+    EXPECT_EQ(p["topology"].contains("warning"), topology != "none") << plain.out;
+  }
+  const CliRun garbage = run_cli(common + " --topology " + dir.path() + "/garbage.txt");
+  EXPECT_NE(garbage.out.find("switch topology not used: " + dir.path() +
+                             "/garbage.txt:1: Level: 'zero' is not a number"),
+            std::string::npos)
+      << garbage.out;
+  EXPECT_EQ(run_cli(common + " --topology " + dir.path() + "/missing.txt").status, 2);
+}
+
 TEST(NodesCommand, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(run_cli("--suspects").status, 2) << "suspects need the list of nodes";
   EXPECT_EQ(run_cli("--format yaml").status, 2);
   EXPECT_EQ(run_cli("--bogus").status, 2);
+  EXPECT_EQ(run_cli("--topology none").status, 2) << "the switches are for --suspects";
   EXPECT_EQ(run_cli("--nodes 'node[1-'").status, 2);
   const CliRun help = run_cli("--help");
   EXPECT_EQ(help.status, 0);
