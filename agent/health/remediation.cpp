@@ -11,7 +11,8 @@ namespace {
 constexpr std::string_view kRebootPrefix = "triage: reboot: ";
 constexpr std::string_view kNeedsHandsPrefix = "triage: needs hands: ";
 // What slurmctld appends to a rebooting node's reason (22.05 node_mgr.c set_node_reboot_reason).
-constexpr std::string_view kSlurmSuffixes[] = {" : reboot complete", " : reboot timed out"};
+constexpr std::string_view kSlurmSuffixes[] = {" : reboot issued", " : reboot complete",
+                                               " : reboot timed out"};
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -61,11 +62,16 @@ std::optional<OwnRemediationReason> parse_remediation_reason(std::string_view re
   } else {
     return std::nullopt;
   }
-  for (const std::string_view suffix : kSlurmSuffixes) {
-    if (ends_with(reason, suffix)) {
-      out.slurm_suffix = std::string(suffix);
-      reason.remove_suffix(suffix.size());
-      break;
+  // Slurm appends each step in turn (" : reboot issued : reboot complete"); the suffixes are kept
+  // in the order written.
+  for (bool more = true; more;) {
+    more = false;
+    for (const std::string_view suffix : kSlurmSuffixes) {
+      if (ends_with(reason, suffix)) {
+        out.slurm_suffix.insert(0, suffix);
+        reason.remove_suffix(suffix.size());
+        more = true;
+      }
     }
   }
   std::optional<std::string> tag = drain_reason_boot(reason);

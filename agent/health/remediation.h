@@ -6,9 +6,10 @@
 // the node stays DOWN with "triage: needs hands: ..." and the new evidence, and no second reboot is
 // tried for the same fault.
 //
-// Slurm keeps our reason across the reboot and appends " : reboot complete" when the node returns
-// with nextstate=DOWN (22.05 src/slurmctld/node_mgr.c, validate_node_specs and
-// set_node_reboot_reason), or " : reboot timed out" when it did not come back within ResumeTimeout.
+// Slurm keeps our reason across the reboot and appends " : reboot issued" when it sends the reboot
+// (22.05 src/slurmctld/controller.c _queue_reboot_msg), then " : reboot complete" when the node
+// returns with nextstate=DOWN (node_mgr.c validate_node_specs, set_node_reboot_reason), or
+// " : reboot timed out" when it did not come back within ResumeTimeout.
 //
 // Everything here is a plain value: the controller (drain_controller.h) runs the commands.
 #pragma once
@@ -50,9 +51,9 @@ struct OwnRemediationReason {
   std::string slurm_suffix;  // what slurmctld appended (" : reboot complete"), or empty
 };
 
-// The reason parsed when it is one of ours from reboot_reason() or needs_hands_reason(), with at
-// most slurmctld's " : reboot complete" / " : reboot timed out" after it; nullopt for any other
-// text (an admin's edit makes the reason theirs).
+// The reason parsed when it is one of ours from reboot_reason() or needs_hands_reason(), with only
+// slurmctld's " : reboot issued" / " : reboot complete" / " : reboot timed out" after it; nullopt
+// for any other text (an admin's edit makes the reason theirs).
 std::optional<OwnRemediationReason> parse_remediation_reason(std::string_view reason);
 
 // `scontrol reboot ASAP nextstate=DOWN reason=<reason> <node>`.

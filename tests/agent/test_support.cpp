@@ -337,7 +337,7 @@ void FakeSlurm::complete_reboot(const std::string& node) {
   n.drain = false;
   n.down = true;
   n.state = "DOWN";
-  n.reason += " : reboot complete";
+  n.reason += " : reboot issued : reboot complete";
 }
 
 AgentConfig test_config(const std::string& dir, const std::string& node, const std::string& extra) {

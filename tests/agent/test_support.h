@@ -93,7 +93,7 @@ class FakeSlurm : public SlurmClient {
   SlurmCommandResult run_command(const std::vector<std::string>& argv);
   std::vector<std::string> commands() const;
   // What slurmctld does when the node comes back from a reboot asked with nextstate=DOWN: DOWN,
-  // DRAIN cleared, " : reboot complete" after the reason.
+  // DRAIN cleared, " : reboot issued : reboot complete" after the reason (22.05).
   void complete_reboot(const std::string& node);
 
  private:

@@ -79,8 +79,8 @@ TEST(Reboot, AnXid79IsRebootedAsapToComeBackDown) {
 TEST(Reboot, TheFirstCleanHealthPassAfterOurRebootResumesTheNode) {
   AgentHarness h("reboot", "node001", kRemediate);
   h.options.boot_id = "boot-b";
-  h.slurm().set_node(
-      node("node001", "DOWN", reboot_reason(kSummary, "boot-a") + " : reboot complete"));
+  h.slurm().set_node(node(
+      "node001", "DOWN", reboot_reason(kSummary, "boot-a") + " : reboot issued : reboot complete"));
   h.start();
   ASSERT_TRUE(eventually([&] { return action_count(h, "resume", "done") == 1.0; }))
       << remediation(h);
@@ -95,8 +95,8 @@ TEST(Reboot, TheFirstCleanHealthPassAfterOurRebootResumesTheNode) {
 TEST(Reboot, TheFaultBackAfterTheRebootLeavesTheNodeDownWithNeedsHands) {
   AgentHarness h("reboot", "node001", kRemediate);
   h.options.boot_id = "boot-b";
-  h.slurm().set_node(
-      node("node001", "DOWN", reboot_reason(kSummary, "boot-a") + " : reboot complete"));
+  h.slurm().set_node(node(
+      "node001", "DOWN", reboot_reason(kSummary, "boot-a") + " : reboot issued : reboot complete"));
   // The fault is in the log before the first health pass on the new boot.
   h.options.kernel_ingest = false;
   h.start();

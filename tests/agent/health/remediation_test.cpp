@@ -57,9 +57,11 @@ TEST(RemediationReason, OurRebootReasonIsReadBackWithSlurmctldsSuffix) {
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->kind, OwnReasonKind::kReboot);
   EXPECT_EQ(plain->boot_tag, "3f2a9c1b");
-  const auto back = parse_remediation_reason(r + " : reboot complete");
+  // What 22.05 shows after the reboot (seen on the dev cluster).
+  const auto back = parse_remediation_reason(r + " : reboot issued : reboot complete");
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->slurm_suffix, " : reboot complete");
+  EXPECT_EQ(back->boot_tag, "3f2a9c1b");
+  EXPECT_EQ(back->slurm_suffix, " : reboot issued : reboot complete");
   const auto hands = parse_remediation_reason(needs_hands_reason("Xid 79 again", kNewBoot));
   ASSERT_TRUE(hands);
   EXPECT_EQ(hands->kind, OwnReasonKind::kNeedsHands);
@@ -70,6 +72,7 @@ TEST(RemediationReason, AnAdminsEditOrAnyOtherTextIsNotOurs) {
   EXPECT_FALSE(parse_remediation_reason("triage: GPU fell off the bus [boot 3f2a9c1b]"))
       << "a plain drain of ours is drain hygiene's, not a reboot";
   EXPECT_FALSE(parse_remediation_reason("reboot complete"));
+  EXPECT_FALSE(parse_remediation_reason(our_reboot_reason(kOldBoot) + " : PSU : reboot complete"));
 }
 
 TEST(RemediationCommands, RebootAsapComesBackDownAndResumeIsAnUpdate) {
@@ -160,7 +163,7 @@ TEST(FaultStep, OurRebootReasonStillOnAnUpNodeMeansItRebootedOnceAlready) {
 
 ReturnInputs back_down_and_clean() {
   ReturnInputs in;
-  in.node = node_in("DOWN", our_reboot_reason(kOldBoot) + " : reboot complete");
+  in.node = node_in("DOWN", our_reboot_reason(kOldBoot) + " : reboot issued : reboot complete");
   in.boot_id = kNewBoot;
   in.health_fresh = true;
   in.verdict = "healthy";
