@@ -117,16 +117,16 @@ class DrainController {
   int64_t slurm_checked_usec_ = 0;
   bool slurm_check_in_flight_ = false;
   bool lift_in_flight_ = false;
+  bool return_in_flight_ = false;
+  bool limited_ = false;
   int64_t last_lift_attempt_usec_ = 0;
+  int64_t last_return_attempt_usec_ = 0;
   std::string lift_decision_;  // why the last decision kept or lifted the drain
   DrainActionCounts actions_;
 
   SlurmCommandRunner commands_;
   std::vector<RebootRecord> reboots_;  // <SpoolDir>/remediation.log
-  bool return_in_flight_ = false;
-  int64_t last_return_attempt_usec_ = 0;
   std::string return_decision_;
-  bool limited_ = false;
   std::deque<std::string> steps_;  // the latest remediation steps, newest last
 };
 
