@@ -97,10 +97,18 @@ TEST(Reboot, TheFaultBackAfterTheRebootLeavesTheNodeDownWithNeedsHands) {
   h.options.boot_id = "boot-b";
   h.slurm().set_node(node(
       "node001", "DOWN", reboot_reason(kSummary, "boot-a") + " : reboot issued : reboot complete"));
-  // The fault is in the log before the first health pass on the new boot.
-  h.options.kernel_ingest = false;
+  // The GPU falls off the bus again as the driver loads: the line is in the kernel log the agent
+  // reads before its first health pass on the new boot.
+  const std::string dmesg = h.dir() + "/dmesg.txt";
+  // `dmesg --time-format iso`: "2026-11-28T12:26:37,123456+00:00".
+  std::string stamp = format_utc(now_usec(), true);
+  stamp[stamp.find('.')] = ',';
+  stamp.replace(stamp.size() - 1, 1, "+00:00");
+  write_file(dmesg,
+             stamp + " NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n");
+  h.config.kernel_source = "file";
+  h.config.kernel_path = dmesg;
   h.start();
-  ASSERT_TRUE(h.agent().ingest({xid79("boot-b:3", "boot-b")}, "c1"));
   ASSERT_TRUE(eventually([&] {
     std::string error;
     const auto n = h.slurm().load_node("node001", error);
@@ -109,7 +117,7 @@ TEST(Reboot, TheFaultBackAfterTheRebootLeavesTheNodeDownWithNeedsHands) {
   std::string error;
   const auto n = h.slurm().load_node("node001", error);
   EXPECT_EQ(n->state, "DOWN");
-  EXPECT_NE(n->reason.find(kSummary), std::string::npos) << n->reason;
+  EXPECT_NE(n->reason.find("Xid 79 on GPU 0000:3b:00"), std::string::npos) << n->reason;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_FALSE(ran(h, "scontrol reboot")) << "no second reboot";
   EXPECT_FALSE(ran(h, "scontrol update NodeName=node001 State=RESUME"));
