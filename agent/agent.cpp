@@ -28,8 +28,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
       workers_(cfg_.analysis_concurrency + 2),
       node_(cfg_, loop_),
       feeds_(cfg_, loop_, node_),
-      health_(cfg_, loop_, node_, workers_, slurm_,
-              [this](const std::string& state) { notify(state); }),
+      health_(
+          cfg_, loop_, node_, workers_, slurm_, [this](const std::string& state) { notify(state); },
+          opts_.health_commands),
       history_({cfg_.spool_dir + "/history", {cfg_.history_days, cfg_.history_max_jobs}}),
       pipeline_(
           cfg_, loop_, node_, workers_, slurm_, opts_.peer_url,
@@ -103,7 +104,8 @@ void Agent::start() {
   if (!callers_.slurm_uid)
     spdlog::warn("SlurmUser '{}' does not exist; only root may post lifecycle messages",
                  cfg_.slurm_user);
-  node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root) : opts_.boot_id);
+  node_.open(opts_.boot_id.empty() ? read_agent_boot_id(cfg_.proc_root, cfg_.boot_id_file)
+                                   : opts_.boot_id);
   history_.open(now_usec() / 1000000);
   comments_.open();
   requeue_.open();

@@ -53,6 +53,7 @@
 #include "agent/slurm/accounting_comment.h"
 #include "agent/slurm/shared_slurm.h"
 #include "agent/slurm/slurm_client.h"
+#include "agent/slurm/slurm_command_runner.h"
 #include "common/model.h"
 
 namespace triage::agent {
@@ -68,6 +69,9 @@ struct AgentOptions {
   // ingest() themselves turn it off.
   bool kernel_ingest = true;
   bool notify_systemd = false;
+  // scontrol and sinfo for the drain controller (reboot, resume, the partition limit); empty: the
+  // real commands (tests answer them from their fake Slurm).
+  SlurmCommandRunner health_commands;
 };
 
 class Agent {

@@ -64,6 +64,7 @@ EventIdentity EventBuilder::identify(const OpenRecord& r) const {
   id.kind = &rule.kind;
   id.severity = rule.severity;
   id.action = &rule.action;
+  id.remedy = &rule.remedy;
   if (const auto* d = capture(r, &id, "device")) id.device = canonical_device(*d);
   if (id.device.empty()) id.device = r.device;
   if (id.device.empty() && r.kernel_device.rfind("+pci:", 0) == 0) {
@@ -77,6 +78,7 @@ EventIdentity EventBuilder::identify(const OpenRecord& r) const {
     const XidInfo& x = rules_.xid(*id.code, known);
     id.severity = x.severity;
     id.action = &x.action;
+    if (!x.remedy.empty()) id.remedy = &x.remedy;
   }
   if (const int t = ras_index(rule.catalog); t >= 0 && !id.block.empty()) {
     const RasBlockInfo& b = rules_.ras(id.block, known);
@@ -88,6 +90,7 @@ EventIdentity EventBuilder::identify(const OpenRecord& r) const {
     if (ref.sets_kind) id.kind = &ref.kind;
     if (ref.sets_severity) id.severity = ref.severity;
     if (ref.sets_action) id.action = &ref.action;
+    if (ref.sets_remedy) id.remedy = &ref.remedy;
   }
   return id;
 }
@@ -230,6 +233,8 @@ KernelEvent EventBuilder::build(const OpenRecord& r, const EventIdentity& id) co
     auto& by = e.fields["refined_by"];
     by += by.empty() ? ref.id : "," + ref.id;
   }
+  if (id.remedy != nullptr && !id.remedy->empty() && *id.remedy != "none")
+    e.fields[kRemedyField] = *id.remedy;
   apply_job(e);
   if (r.first_monotonic >= 0) e.fields["monotonic_usec"] = std::to_string(r.first_monotonic);
   if (r.line_count > r.lines.size()) e.fields["lines_total"] = std::to_string(r.line_count);

@@ -21,6 +21,7 @@ struct EventIdentity {
   const std::string* kind = nullptr;  // into the rules, which outlive every event
   Severity severity = Severity::kWarning;
   const std::string* action = nullptr;
+  const std::string* remedy = nullptr;
   std::string device;
   std::optional<int64_t> code;
   std::string block;

@@ -54,6 +54,10 @@ bool is_event_action(std::string_view action) {
   return false;
 }
 
+bool is_event_remedy(std::string_view remedy) {
+  return remedy == "reboot" || remedy == "none";
+}
+
 void KernelRules::match(std::string_view message, LineMatch& m) const {
   m.harmless = false;
   m.rules.clear();

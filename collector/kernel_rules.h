@@ -20,6 +20,12 @@
 
 namespace triage::collector {
 
+// The remedies a catalog may name (`remedy = ...`): "reboot", or "none" for nothing.
+bool is_event_remedy(std::string_view remedy);
+
+// The event field a remedy goes into ("remedy"); absent when the catalog names none.
+inline constexpr const char* kRemedyField = "remedy";
+
 // The event kinds of docs/protocol.md that kernel rules may produce.
 bool is_kernel_event_kind(std::string_view kind);
 // All of them, in the order docs/protocol.md lists them.
@@ -63,6 +69,9 @@ struct KernelRule {
   std::string kind;
   Severity severity = Severity::kWarning;
   std::string action = "none";
+  // What clears the fault when the node is remediated (`remedy = reboot`): the agent's
+  // Remediate=reboot acts on it (agent/health/remediation.h). Empty: nothing the agent does.
+  std::string remedy;
   std::string summary;  // template; "{name}" is replaced by a capture or catalog field
   std::vector<RulePattern> patterns;
   std::vector<RulePattern> unless;
@@ -81,6 +90,7 @@ struct KernelRule {
   bool sets_kind = false;
   bool sets_severity = false;
   bool sets_action = false;
+  bool sets_remedy = false;
   bool sets_summary = false;
   std::vector<size_t> refined_by;  // indexes of the rules refining this one, in load order
 
@@ -102,6 +112,7 @@ struct XidInfo {
   Severity severity = Severity::kWarning;
   std::string action = "investigate";
   std::string fault;              // node | application | driver | consequence
+  std::string remedy;             // "reboot" when a node reboot clears it (KernelRule::remedy)
   int64_t cause_within_usec = 0;  // name an earlier Xid on the same GPU within this as the cause
 };
 

@@ -61,6 +61,7 @@ class KernelRulesBuilder {
     if (!check_keys(s, {{"kind", false},
                         {"severity", false},
                         {"action", false},
+                        {"remedy", false},
                         {"summary", false},
                         {"pattern", true},
                         {"unless", true},
@@ -107,6 +108,11 @@ class KernelRulesBuilder {
       }
       r.action = e->value;
       r.sets_action = true;
+    }
+    if (const auto* e = s.first("remedy")) {
+      if (!is_event_remedy(e->value)) return fail(s, *e, "must be reboot or none");
+      r.remedy = e->value;
+      r.sets_remedy = true;
     }
     if (const auto* e = s.first("summary")) {
       r.summary = e->value;
@@ -155,6 +161,7 @@ class KernelRulesBuilder {
                         {"severity", false},
                         {"action", false},
                         {"fault", false},
+                        {"remedy", false},
                         {"cause_within", false}})) {
       return;
     }
@@ -167,6 +174,10 @@ class KernelRulesBuilder {
         return fail(s, *e, "must be node, application, driver or consequence");
       }
       x.fault = e->value;
+    }
+    if (const auto* e = s.first("remedy")) {
+      if (!is_event_remedy(e->value)) return fail(s, *e, "must be reboot or none");
+      x.remedy = e->value;
     }
     if (const auto* e = s.first("cause_within")) {
       const auto v = parse_double(e->value);

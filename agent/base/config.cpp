@@ -80,6 +80,11 @@ AgentConfig map_config(const KvConfig& kv) {
   c.http_max_header_bytes = static_cast<size_t>(kv.get_bytes("HttpMaxHeaderSize"));
   c.munge_socket = kv.get("MungeSocket");
   c.drain_policy = to_lower(kv.get("DrainPolicy"));
+  c.remediate = to_lower(kv.get("Remediate"));
+  c.remediate_dry_run = to_lower(kv.get("RemediateDryRun")) == "yes";
+  c.max_triage_drain_fraction = parse_double(kv.get("MaxTriageDrainFraction")).value_or(0.10);
+  c.max_triage_drain_nodes = kv.get_int("MaxTriageDrainNodes");
+  c.boot_id_file = kv.get("BootIdFile");
   c.kernel_source = to_lower(kv.get("KernelSource"));
   c.kernel_path = kv.get("KernelPath");
   c.rules_dir = kv.get("RulesDir");
@@ -140,6 +145,22 @@ ConfigLoad finish(KvConfig& kv, std::vector<InputError> errors,
                         "SocketReservedClients=" + kv.get("SocketReservedClients") +
                             " must be below SocketMaxClients=" + kv.get("SocketMaxClients") + " (" +
                             kv.origin("SocketMaxClients") + ")");
+  }
+  // A share of a partition: above 0 (0 would forbid every drain; DrainPolicy=recommend does that)
+  // and at most 1.
+  if (errors.empty()) {
+    const std::optional<double> f = parse_double(kv.get("MaxTriageDrainFraction"));
+    if (!f || !(*f > 0.0 && *f <= 1.0)) {
+      errors.emplace_back(kv.origin("MaxTriageDrainFraction"), 0,
+                          "MaxTriageDrainFraction=" + kv.get("MaxTriageDrainFraction") +
+                              " must be a share of a partition above 0 and at most 1 (e.g. 0.10)");
+    }
+  }
+  if (errors.empty() && to_lower(kv.get("Remediate")) == "reboot" &&
+      to_lower(kv.get("DrainPolicy")) != "auto") {
+    errors.emplace_back(kv.origin("Remediate"), 0,
+                        "Remediate=reboot acts on nodes and needs DrainPolicy=auto (DrainPolicy=" +
+                            kv.get("DrainPolicy") + ", " + kv.origin("DrainPolicy") + ")");
   }
   out.errors = std::move(errors);
   if (out.errors.empty()) out.config = map_config(kv);
@@ -215,6 +236,24 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       choice("DrainPolicy", "recommend", {"recommend", "auto"},
              "recommend: report drain recommendations (metrics, log, 'slurm-triage nodes'); "
              "auto: also drain the node in Slurm (never overriding another drain)."),
+      choice("Remediate", "off", {"off", "reboot"},
+             "reboot: a fault the kernel rules mark `remedy = reboot` gets `scontrol reboot ASAP "
+             "nextstate=DOWN`; the first health pass on the new boot resumes the node or leaves "
+             "it DOWN with \"needs hands\" (docs/agent.md). Needs DrainPolicy=auto."),
+      choice("RemediateDryRun", "no", {"no", "yes"},
+             "yes: drains, reboots and resumes are logged (\"dry run: would ...\") and counted, "
+             "not done."),
+      key("MaxTriageDrainFraction", T::kString, "0.10",
+          "The share of a partition the agents may hold drained, down or rebooting at once "
+          "(counted from Slurm's node states and reasons; at least one node). Beyond it the "
+          "agent recommends and alerts instead of acting."),
+      key("MaxTriageDrainNodes", T::kInt, "0",
+          "An absolute cap on the nodes of a partition the agents may hold out at once (0: only "
+          "MaxTriageDrainFraction).",
+          0, 1000000),
+      key("BootIdFile", T::kPath, "",
+          "Where this boot's id is read. Empty: <ProcRoot>/sys/kernel/random/boot_id (the dev "
+          "cluster points this at a file its RebootProgram rewrites)."),
       choice("KernelSource", "journal", {"journal", "kmsg", "file", "none"},
              "Where kernel messages come from: the systemd journal (kernel transport), "
              "/dev/kmsg, or a text file (testing)."),

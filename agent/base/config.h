@@ -46,6 +46,14 @@ struct AgentConfig {
 
   std::string drain_policy;  // recommend | auto
 
+  // Reboot and return, and the limits on what the agents take out (agent/health/remediation.h,
+  // agent/health/drain_limit.h; docs/agent.md "A node's life").
+  std::string remediate;                    // off | reboot
+  bool remediate_dry_run = false;           // log what would be done, do nothing
+  double max_triage_drain_fraction = 0.10;  // of a partition
+  int64_t max_triage_drain_nodes = 0;       // absolute cap; 0: none
+  std::string boot_id_file;                 // empty: <ProcRoot>/sys/kernel/random/boot_id
+
   std::string kernel_source;  // journal | kmsg | file | none
   std::string kernel_path;    // journal directory, kmsg device or text file
   std::string rules_dir;      // extra kernel-rule layer (after /etc/slurm/triage.d)

@@ -3,6 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
 #include "collector/health/node_health.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -17,10 +21,14 @@ constexpr int64_t kDrainRetryUsec = 60LL * 1000000;
 // costs slurmctld one node-table read per node per interval.
 constexpr int64_t kSlurmCheckUsec = 5LL * 60 * 1000000;
 
+constexpr size_t kMaxSteps = 20;
+
 // The metric's result for a drain round's state.
 const char* drain_result(const std::string& state) {
   if (state.rfind("failed", 0) == 0) return "failed";
   if (state.rfind("left alone", 0) == 0) return "refused";
+  if (state.rfind("limited", 0) == 0) return "limited";
+  if (state.rfind("dry run", 0) == 0) return "dry-run";
   return "done";
 }
 
@@ -53,6 +61,127 @@ std::string drain_in_slurm(SlurmClient* slurm, const std::string& node, const st
   return "failed: " + error;
 }
 
+// What a fault round needs from the loop, copied for the worker.
+struct FaultContext {
+  std::string node;
+  std::string boot_id;
+  std::string drain_reason;  // tagged, for a plain drain
+  std::optional<RebootFault> fault;
+  bool remediate_reboot = false;
+  bool dry_run = false;
+  DrainLimits limits;
+  std::vector<RebootRecord> reboots;
+  int64_t now_sec = 0;
+};
+
+struct FaultRound {
+  std::string action = "drain";  // drain | reboot | needs-hands
+  std::string state;             // the drain state to report
+  bool settled = false;          // a step is in place (or logged, in a dry run)
+  std::string reason;            // the reason written (without the prefix for a drain)
+  std::optional<RebootRecord> reboot;
+};
+
+std::string run_error(const SlurmCommandResult& r) {
+  return r.error.empty() ? "exit status not 0" : r.error;
+}
+
+// Whether the partition limit leaves room for this node; `why` says the count either way.
+bool limit_allows(const SlurmCommandRunner& run, const FaultContext& ctx, std::string& why) {
+  const SlurmCommandResult r = run(partition_nodes_argv());
+  if (!r.ok) {
+    why = "the partitions' count is unknown (" + run_error(r) + ")";
+    return false;
+  }
+  std::string error;
+  const auto nodes = parse_partition_nodes(r.out, error);
+  if (!nodes) {
+    why = "the partitions' count is unknown (" + error + ")";
+    return false;
+  }
+  const LimitDecision d = decide_drain_limit(*nodes, ctx.node, ctx.limits);
+  why = d.why;
+  return d.allowed;
+}
+
+// One round for a drain-recommended node: reboot, needs hands or drain (decide_fault_step), within
+// the partition limit, or only logged in a dry run.
+FaultRound fault_round(SlurmClient* slurm, const SlurmCommandRunner& run, const FaultContext& ctx) {
+  FaultRound out;
+  if (slurm == nullptr) {
+    out.state = "failed: no Slurm client";
+    return out;
+  }
+  std::string error;
+  const std::optional<SlurmNodeState> n = slurm->load_node(ctx.node, error);
+  if (!n) {
+    out.state = "failed: " + error;
+    return out;
+  }
+  FaultInputs in;
+  in.remediate_reboot = ctx.remediate_reboot;
+  in.node = n;
+  in.boot_id = ctx.boot_id;
+  in.fault = ctx.fault;
+  in.reboots = ctx.reboots;
+  in.now_sec = ctx.now_sec;
+  const FaultDecision d = decide_fault_step(in);
+  if (d.step == FaultStep::kNothing) {
+    out.action = "reboot";
+    out.settled = true;
+    out.state = "left alone: " + d.why;
+    return out;
+  }
+  std::vector<std::string> argv;
+  if (d.step == FaultStep::kReboot) {
+    out.action = "reboot";
+    out.reason = reboot_reason(truncate_utf8(printable(d.why), kMaxDrainReason), ctx.boot_id);
+    argv = reboot_argv(ctx.node, out.reason);
+    out.reboot = RebootRecord{ctx.now_sec, boot_tag(ctx.boot_id), ctx.fault->key};
+  } else if (d.step == FaultStep::kNeedsHands) {
+    out.action = "needs-hands";
+    out.reason = needs_hands_reason(
+        truncate_utf8(printable(ctx.fault->summary + ": " + d.why), kMaxDrainReason), ctx.boot_id);
+    if (n->down) argv = down_reason_argv(ctx.node, out.reason);
+  } else {
+    out.reason = ctx.drain_reason;
+  }
+  // A node already out of service takes nothing more from the partition.
+  if (!n->drain && !n->down) {
+    std::string why;
+    if (!limit_allows(run, ctx, why)) {
+      out.state = "limited: would " + out.action + " (" + why + ")";
+      return out;
+    }
+  }
+  if (ctx.dry_run) {
+    out.settled = true;
+    out.state = "dry run: would " + out.action + " with reason \"" + out.reason + "\"";
+    out.reboot.reset();
+    return out;
+  }
+  if (argv.empty()) {
+    // A drain, or needs hands on a node still up: the drain path, which never overrides a drain
+    // somebody else made.
+    std::string why = out.reason;
+    if (why.rfind(kOwnDrainPrefix, 0) == 0) why = why.substr(kOwnDrainPrefix.size());
+    out.state = drain_in_slurm(slurm, ctx.node, why, out.settled);
+    if (out.action == "needs-hands" && out.state == "drained by triage")
+      out.state = "needs hands: drained by triage";
+    return out;
+  }
+  const SlurmCommandResult r = run(argv);
+  if (!r.ok) {
+    out.state = "failed: " + command_line(argv) + ": " + run_error(r);
+    out.reboot.reset();
+    return out;
+  }
+  out.settled = true;
+  out.state =
+      out.action == "reboot" ? "reboot asked by triage" : "needs hands: left DOWN by triage";
+  return out;
+}
+
 }  // namespace
 
 std::string drain_reason_for(const NodeVerdict& verdict) {
@@ -81,17 +210,52 @@ bool same_story(const NodeVerdict& a, const NodeVerdict& b) {
 }
 
 DrainController::DrainController(const AgentConfig& cfg, EventLoop& loop, const NodeState& node,
-                                 WorkerPool& workers, SharedSlurm& slurm, Notify notify)
+                                 WorkerPool& workers, SharedSlurm& slurm, Notify notify,
+                                 SlurmCommandRunner commands)
     : cfg_(cfg),
       loop_(loop),
       node_(node),
       workers_(workers),
       slurm_(slurm),
-      notify_(std::move(notify)) {
+      notify_(std::move(notify)),
+      commands_(std::move(commands)) {
   for (const char* action : {"drain", "lift"}) {
     for (const char* result : {"done", "refused", "failed"})
       actions_[{action, result}] = 0;
   }
+  actions_[{"drain", "limited"}] = 0;
+  if (!commands_)
+    commands_ = slurm_command_runner(std::chrono::milliseconds(cfg_.slurm_command_timeout_ms));
+  load_reboot_records();
+}
+
+void DrainController::load_reboot_records() {
+  if (cfg_.spool_dir.empty()) return;
+  std::ifstream in(cfg_.spool_dir + "/remediation.log");
+  if (!in) return;
+  std::ostringstream text;
+  text << in.rdbuf();
+  reboots_ = parse_reboot_records(text.str());
+}
+
+void DrainController::append_reboot_record(const RebootRecord& r) {
+  reboots_.push_back(r);
+  if (cfg_.spool_dir.empty()) return;
+  std::ofstream out(cfg_.spool_dir + "/remediation.log", std::ios::app);
+  out << format_reboot_record(r);
+  if (!out.flush())
+    spdlog::error(
+        "cannot record the reboot in {}/remediation.log: a second reboot for the same "
+        "fault is then not recognised after the agent restarts",
+        cfg_.spool_dir);
+}
+
+void DrainController::record_step(const std::string& action, const std::string& result,
+                                  const std::string& text) {
+  ++actions_[{action, result}];
+  steps_.push_back(format_utc(now_usec()) + " " + action + " " + result + ": " + text);
+  while (steps_.size() > kMaxSteps)
+    steps_.pop_front();
 }
 
 void DrainController::schedule() {
@@ -134,6 +298,7 @@ void DrainController::evaluate() {
   const int64_t now = now_usec();
   maybe_check_slurm(now);
   maybe_lift(now, fresh);
+  maybe_return(now, fresh);
 }
 
 void DrainController::maybe_drain() {
@@ -142,28 +307,46 @@ void DrainController::maybe_drain() {
   attempts_.last_attempt_usec = now;
   attempts_.in_flight = true;
   const std::string why = drain_reason_for(verdict_);
-  const std::string node = cfg_.node_name;
-  const std::string reason =
+  FaultContext ctx;
+  ctx.node = cfg_.node_name;
+  ctx.boot_id = node_.boot_id();
+  ctx.drain_reason =
       tagged_drain_why(truncate_utf8(printable(why), kMaxDrainReason), node_.boot_id());
-  const bool submitted = workers_.submit([this, node, why, reason] {
-    bool settled = false;
-    const std::string state =
-        slurm_.with([&](SlurmClient* c) { return drain_in_slurm(c, node, reason, settled); });
-    loop_.post([this, state, settled, why, reason] { drain_done(state, settled, why, reason); });
+  ctx.fault = reboot_fault(node_.events().events(), node_.boot_id());
+  ctx.remediate_reboot = cfg_.remediate == "reboot";
+  ctx.dry_run = cfg_.remediate_dry_run;
+  ctx.limits = {cfg_.max_triage_drain_fraction, cfg_.max_triage_drain_nodes};
+  ctx.reboots = reboots_;
+  ctx.now_sec = now / 1000000;
+  const bool submitted = workers_.submit([this, ctx = std::move(ctx), why] {
+    FaultRound round = slurm_.with([&](SlurmClient* c) { return fault_round(c, commands_, ctx); });
+    loop_.post([this, round = std::move(round), why] {
+      if (round.reboot) append_reboot_record(*round.reboot);
+      drain_done(round.state, round.settled, why, round.reason, round.action);
+    });
   });
   if (!submitted) attempts_.in_flight = false;
 }
 
 void DrainController::drain_done(const std::string& state, bool settled, const std::string& why,
-                                 const std::string& reason) {
+                                 const std::string& reason, const std::string& action) {
   attempts_.in_flight = false;
   drain_state_ = state;
-  drain_reason_ = "triage: " + reason;
+  if (!reason.empty())
+    drain_reason_ = reason.rfind(kOwnDrainPrefix, 0) == 0 ? reason : "triage: " + reason;
   if (settled) attempts_.settled_for = why;
-  ++actions_[{"drain", drain_result(state)}];
+  const std::string result = drain_result(state);
+  limited_ = result == "limited";
+  record_step(action, result, state);
   slurm_checked_usec_ = 0;  // look at whose drain it is now
+  if (limited_) {
+    // The alert: the agent recommends instead of acting (triage_remediation_limited).
+    spdlog::warn("triage limit: {} of {} held back, recommendation only: {}", action,
+                 cfg_.node_name, log_text(state));
+    return;
+  }
   const auto level = state.rfind("failed", 0) == 0 ? spdlog::level::err : spdlog::level::warn;
-  spdlog::log(level, "auto-drain of {}: {}", cfg_.node_name, log_text(state));
+  spdlog::log(level, "auto-{} of {}: {}", action, cfg_.node_name, log_text(state));
 }
 
 void DrainController::label_preflight_drain(const std::string& reason) {
@@ -201,6 +384,14 @@ void DrainController::describe_owner(nlohmann::json& drain) const {
     drain["slurm_reason"] = slurm_node_->reason;
   }
   if (!lift_decision_.empty()) drain["lift"] = lift_decision_;
+  nlohmann::json& r = drain["remediation"];
+  r["remediate"] = cfg_.remediate;
+  r["dry_run"] = cfg_.remediate_dry_run;
+  r["limited"] = limited_;
+  if (!return_decision_.empty()) r["return"] = return_decision_;
+  r["steps"] = nlohmann::json::array();
+  for (const std::string& step : steps_)
+    r["steps"].push_back(step);
 }
 
 void DrainController::maybe_check_slurm(int64_t now) {
@@ -220,6 +411,7 @@ void DrainController::maybe_check_slurm(int64_t now) {
       slurm_check_in_flight_ = false;
       if (n) {
         slurm_node_ = n;
+        slurm_checked_usec_ = now_usec();
       } else {
         spdlog::debug("whose drain {} carries is unknown: {}", cfg_.node_name, log_text(error));
       }
@@ -275,6 +467,74 @@ void DrainController::lift_done(bool ok, const std::string& error, const std::st
     drain_state_ = "lift failed: " + error;
     spdlog::error("auto-drain of {} not lifted: {}", cfg_.node_name, log_text(error));
   }
+}
+
+}  // namespace triage::agent
+
+namespace triage::agent {
+
+void DrainController::maybe_return(int64_t now, bool health_fresh) {
+  if (cfg_.remediate != "reboot" || return_in_flight_) return;
+  if (now - last_return_attempt_usec_ < kDrainRetryUsec) return;
+  ReturnInputs in;
+  in.node = slurm_node_;
+  in.boot_id = node_.boot_id();
+  in.health_fresh = health_fresh;
+  in.verdict = verdict_.verdict;
+  in.drain_recommended_this_boot = drain_recommended_this_boot_;
+  in.fault = reboot_fault(node_.events().events(), node_.boot_id());
+  if (!verdict_.reasons.empty()) in.evidence = verdict_.reasons.front().reason;
+  const ReturnDecision seen = decide_return(in);
+  return_decision_ = seen.why;
+  if (seen.step != ReturnStep::kResume && seen.step != ReturnStep::kNeedsHands) return;
+  last_return_attempt_usec_ = now;
+  return_in_flight_ = true;
+  const bool dry_run = cfg_.remediate_dry_run;
+  const std::string node = cfg_.node_name;
+  const bool submitted = workers_.submit([this, in, node, dry_run] {
+    // Decided again on Slurm's view of now: only a reason still ours is acted on.
+    ReturnInputs fresh = in;
+    std::string error;
+    fresh.node = slurm_.with([&](SlurmClient* c) {
+      std::optional<SlurmNodeState> n;
+      if (c != nullptr) n = c->load_node(node, error);
+      return n;
+    });
+    const ReturnDecision d = decide_return(fresh);
+    std::string action = d.step == ReturnStep::kResume ? "resume" : "needs-hands";
+    std::string result = "refused";
+    std::string text = d.why;
+    if (!fresh.node) {
+      result = "failed";
+      text = "Slurm's view of the node is unknown: " + error;
+    } else if (d.step == ReturnStep::kResume || d.step == ReturnStep::kNeedsHands) {
+      const std::vector<std::string> argv =
+          d.step == ReturnStep::kResume ? resume_argv(node) : down_reason_argv(node, d.reason);
+      if (dry_run) {
+        result = "dry-run";
+        text = "dry run: would run " + command_line(argv) + " (" + d.why + ")";
+      } else if (const SlurmCommandResult r = commands_(argv); r.ok) {
+        result = "done";
+        text = d.step == ReturnStep::kResume ? d.why : d.why + "; reason now \"" + d.reason + "\"";
+      } else {
+        result = "failed";
+        text = command_line(argv) + ": " + run_error(r);
+      }
+    }
+    loop_.post([this, action, result, text] {
+      return_in_flight_ = false;
+      slurm_checked_usec_ = 0;
+      record_step(action, result, text);
+      if (action == "needs-hands" && result == "done") {
+        spdlog::error("{} needs hands: {}", cfg_.node_name, log_text(text));
+      } else {
+        const auto level = result == "done" ? spdlog::level::warn : spdlog::level::err;
+        spdlog::log(level, "after the reboot, {} of {} {}: {}", action, cfg_.node_name, result,
+                    log_text(text));
+      }
+    });
+  });
+  if (!submitted) return_in_flight_ = false;
 }
 
 }  // namespace triage::agent

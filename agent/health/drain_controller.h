@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -20,13 +21,17 @@
 #include "agent/base/event_loop.h"
 #include "agent/base/worker_pool.h"
 #include "agent/health/drain_hygiene.h"
+#include "agent/health/drain_limit.h"
+#include "agent/health/remediation.h"
 #include "agent/node/node_state.h"
 #include "agent/slurm/shared_slurm.h"
+#include "agent/slurm/slurm_command_runner.h"
 #include "common/model.h"
 
 namespace triage::agent {
 
-// Auto-drain actions by (action: drain|lift, result: done|refused|failed).
+// Auto-drain actions by (action: drain|lift|reboot|needs-hands|resume, result: done|refused|failed|
+// limited|dry-run).
 using DrainActionCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
 
 // What the drain controller remembers of its attempts.
@@ -52,8 +57,10 @@ class DrainController {
  public:
   using Notify = std::function<void(const std::string& state)>;  // systemd status lines
 
+  // `commands` runs scontrol and sinfo (reboot, resume, the partition count); empty: the real ones.
   DrainController(const AgentConfig& cfg, EventLoop& loop, const NodeState& node,
-                  WorkerPool& workers, SharedSlurm& slurm, Notify notify);
+                  WorkerPool& workers, SharedSlurm& slurm, Notify notify,
+                  SlurmCommandRunner commands = {});
   DrainController(const DrainController&) = delete;
   DrainController& operator=(const DrainController&) = delete;
 
@@ -78,6 +85,8 @@ class DrainController {
   // reaches slurmctld first (agent/slurm/drain_steps.h label_preflight_drain). Logged; tried
   // again a few times a second apart while slurmctld has not drained the node yet.
   void label_preflight_drain(const std::string& reason);
+  // Whether the last drain or reboot was held back by the partition limit (the alert's gauge).
+  bool limited() const { return limited_; }
   // Adds the owner, Slurm's state and reason, and the last lift decision to the health report's
   // "drain" object.
   void describe_owner(nlohmann::json& drain) const;
@@ -85,10 +94,15 @@ class DrainController {
  private:
   void maybe_drain();
   void drain_done(const std::string& state, bool settled, const std::string& why,
-                  const std::string& reason);
+                  const std::string& reason, const std::string& action);
   void maybe_check_slurm(int64_t now);
   void maybe_lift(int64_t now, bool health_fresh);
   void lift_done(bool ok, const std::string& error, const std::string& why);
+  void maybe_return(int64_t now, bool health_fresh);
+  // One step of the node's remediation: counted, logged, kept for the health report.
+  void record_step(const std::string& action, const std::string& result, const std::string& text);
+  void load_reboot_records();
+  void append_reboot_record(const RebootRecord& r);
 
   const AgentConfig& cfg_;
   EventLoop& loop_;
@@ -109,9 +123,17 @@ class DrainController {
   int64_t slurm_checked_usec_ = 0;
   bool slurm_check_in_flight_ = false;
   bool lift_in_flight_ = false;
+  bool return_in_flight_ = false;
+  bool limited_ = false;
   int64_t last_lift_attempt_usec_ = 0;
+  int64_t last_return_attempt_usec_ = 0;
   std::string lift_decision_;  // why the last decision kept or lifted the drain
   DrainActionCounts actions_;
+
+  SlurmCommandRunner commands_;
+  std::vector<RebootRecord> reboots_;  // <SpoolDir>/remediation.log
+  std::string return_decision_;
+  std::deque<std::string> steps_;  // the latest remediation steps, newest last
 };
 
 }  // namespace triage::agent

@@ -34,6 +34,15 @@ std::string read_agent_boot_id(const std::string& proc_root) {
   }
 }
 
+std::string read_agent_boot_id(const std::string& proc_root, const std::string& boot_id_file) {
+  if (boot_id_file.empty()) return read_agent_boot_id(proc_root);
+  try {
+    return triage::read_boot_id(boot_id_file);
+  } catch (const std::exception&) {
+    return "unknown-boot";
+  }
+}
+
 NodeFeeds::NodeFeeds(const AgentConfig& cfg, EventLoop& loop, NodeState& node)
     : cfg_(cfg), loop_(loop), node_(node) {}
 

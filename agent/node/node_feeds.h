@@ -19,6 +19,8 @@ namespace triage::agent {
 // This boot's id in the journal's spelling (the one kernel events carry), read from <ProcRoot>'s
 // fixture tree when it has one, else from the real /proc; "unknown-boot" when neither reads.
 std::string read_agent_boot_id(const std::string& proc_root);
+// The same from `boot_id_file` (BootIdFile) when it is set, else from under `proc_root`.
+std::string read_agent_boot_id(const std::string& proc_root, const std::string& boot_id_file);
 
 class NodeFeeds {
  public:

@@ -97,11 +97,19 @@ void render_drain_metrics(MetricsText& m, const std::string& host, const NodeVer
              static_cast<uint64_t>(owner == o ? 1 : 0));
   }
   m.family("triage_auto_drain_actions_total", "counter",
-           "DrainPolicy=auto actions on this node: drain and lift, by result.");
+           "DrainPolicy=auto actions on this node: drain, lift, reboot, needs-hands and resume, by "
+           "result (done, refused, failed, limited, dry-run).");
   for (const auto& [key, n] : actions) {
     m.sample("triage_auto_drain_actions_total",
              Labels{{"host", host}, {"action", key.first}, {"result", key.second}}, n);
   }
+}
+
+void render_limit_metric(MetricsText& m, const std::string& host, bool limited) {
+  m.family("triage_remediation_limited", "gauge",
+           "1 while the agent's last drain or reboot of this node was held back by the partition "
+           "limit (MaxTriageDrainFraction, MaxTriageDrainNodes): it recommends instead of acting.");
+  m.sample("triage_remediation_limited", Labels{{"host", host}}, uint64_t{limited ? 1u : 0u});
 }
 
 void render_outcome_metrics(MetricsText& m, const std::string& host, const FleetMetrics& fleet,
@@ -185,6 +193,7 @@ const HistoryBySize& FleetMetrics::history(const OutcomeHistory& source, const s
 void render_fleet_metrics(MetricsText& m, const FleetMetricsSources& in) {
   render_outcome_metrics(m, in.host, in.fleet, in.fleet.history(in.history, in.host, in.now_usec));
   render_drain_metrics(m, in.host, in.drain.verdict(), in.drain.owner(), in.drain.actions());
+  render_limit_metric(m, in.host, in.drain.limited());
 }
 
 }  // namespace triage::agent

@@ -110,4 +110,8 @@ void render_outcome_metrics(MetricsText& m, const std::string& host, const Fleet
 void render_drain_metrics(MetricsText& m, const std::string& host, const NodeVerdict& verdict,
                           DrainOwner whose, const DrainActionCounts& actions);
 
+// triage_remediation_limited: 1 while the last drain or reboot was held back by
+// MaxTriageDrainFraction / MaxTriageDrainNodes (the agent recommends instead; alert on it).
+void render_limit_metric(MetricsText& m, const std::string& host, bool limited);
+
 }  // namespace triage::agent

@@ -291,6 +291,75 @@ int FakeSlurm::load_job_calls() const {
   return load_job_calls_;
 }
 
+SlurmCommandResult FakeSlurm::run_command(const std::vector<std::string>& argv) {
+  std::lock_guard<std::mutex> l(mu_);
+  commands_.push_back(command_line(argv));
+  SlurmCommandResult r;
+  auto arg = [&](const std::string& prefix) {
+    for (const std::string& a : argv) {
+      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+    }
+    return std::string();
+  };
+  if (!argv.empty() && argv[0] == "sinfo") {
+    for (const auto& [name, n] : nodes_) {
+      std::string state = to_lower(n.state);
+      r.out += "debug|" + name + "|" + state + "|" + (n.reason.empty() ? "none" : n.reason) + "\n";
+    }
+    r.ok = true;
+    return r;
+  }
+  if (argv.size() >= 2 && argv[0] == "scontrol" && argv[1] == "reboot") {
+    auto it = nodes_.find(argv.back());
+    if (it == nodes_.end()) {
+      r.error = "Invalid node name specified";
+      return r;
+    }
+    it->second.drain = true;
+    it->second.state = "DRAINING";
+    it->second.reason = arg("reason=");
+    r.ok = true;
+    return r;
+  }
+  if (argv.size() >= 3 && argv[0] == "scontrol" && argv[1] == "update") {
+    auto it = nodes_.find(arg("NodeName="));
+    if (it == nodes_.end()) {
+      r.error = "Invalid node name specified";
+      return r;
+    }
+    const std::string state = arg("State=");
+    if (state == "RESUME") {
+      it->second = SlurmNodeState{it->first, "IDLE"};
+    } else if (state == "DOWN") {
+      it->second.down = true;
+      it->second.drain = false;
+      it->second.state = "DOWN";
+      it->second.reason = arg("Reason=");
+    } else {
+      r.error = "unexpected update";
+      return r;
+    }
+    r.ok = true;
+    return r;
+  }
+  r.error = "FakeSlurm does not run " + command_line(argv);
+  return r;
+}
+
+std::vector<std::string> FakeSlurm::commands() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return commands_;
+}
+
+void FakeSlurm::complete_reboot(const std::string& node) {
+  std::lock_guard<std::mutex> l(mu_);
+  SlurmNodeState& n = nodes_.at(node);
+  n.drain = false;
+  n.down = true;
+  n.state = "DOWN";
+  n.reason += " : reboot issued : reboot complete";
+}
+
 AgentConfig test_config(const std::string& dir, const std::string& node, const std::string& extra) {
   make_dirs(dir + "/proc");
   make_dirs(dir + "/sys");
@@ -591,6 +660,9 @@ AgentHarness::AgentHarness(const std::string& tag, const std::string& node,
   options.collectors = false;
   auto slurm = std::make_unique<FakeSlurm>();
   slurm_ = slurm.get();
+  options.health_commands = [fake = slurm_](const std::vector<std::string>& argv) {
+    return fake->run_command(argv);
+  };
   slurm_owned_ = std::move(slurm);
 }
 

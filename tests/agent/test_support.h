@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/base/config.h"
 #include "agent/slurm/slurm_client.h"
+#include "agent/slurm/slurm_command_runner.h"
 #include "common/model.h"
 
 namespace triage::agent::testing {
@@ -88,6 +89,17 @@ class FakeSlurm : public SlurmClient {
   int load_job_calls() const;
   int node_table_loads() const;
 
+  // The drain controller's scontrol and sinfo, answered from the fake's nodes: `sinfo` lists every
+  // node in partition "debug", `scontrol reboot ASAP nextstate=DOWN reason=R NODE` drains NODE
+  // with R (the reboot itself is complete_reboot()), `scontrol update NodeName=N State=RESUME`
+  // returns N to IDLE without a reason, `... State=DOWN Reason=R` sets DOWN with R. Every command
+  // line is recorded; anything else fails.
+  SlurmCommandResult run_command(const std::vector<std::string>& argv);
+  std::vector<std::string> commands() const;
+  // What slurmctld does when the node comes back from a reboot asked with nextstate=DOWN: DOWN,
+  // DRAIN cleared, " : reboot issued : reboot complete" after the reason (22.05).
+  void complete_reboot(const std::string& node);
+
  private:
   mutable std::mutex mu_;
   std::map<uint64_t, JobFacts> jobs_;
@@ -98,6 +110,7 @@ class FakeSlurm : public SlurmClient {
   std::function<void(SlurmNodeState&)> before_drain_;
   int load_job_calls_ = 0;
   int node_table_loads_ = 0;
+  std::vector<std::string> commands_;
 };
 
 // A configuration rooted in `dir`: spool, socket, inbox, loopback HTTP on a free port, fixture

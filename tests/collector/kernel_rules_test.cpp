@@ -42,6 +42,43 @@ TEST(KernelRules, TheShippedCatalogsLoadCleanly) {
   EXPECT_FALSE(load.rules->opener_patterns().empty());
 }
 
+// Remediate=reboot acts on the faults the catalogs mark `remedy = reboot` (issue 27): the event
+// carries it, from the Xid catalog, a rule, or a refining rule.
+TEST(KernelRules, RebootClearableFaultsCarryTheirRemedy) {
+  const auto remedy = [](std::string_view line) {
+    const auto events = testing::classify_text(line);
+    if (events.size() != 1) return std::string("events: ") + std::to_string(events.size());
+    const auto it = events[0].fields.find(kRemedyField);
+    return it == events[0].fields.end() ? std::string("none") : it->second;
+  };
+  EXPECT_EQ(remedy("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."),
+            "reboot");
+  EXPECT_EQ(remedy("NVRM: Xid (PCI:0000:3b:00): 119, pid=1, Timeout after 6s of waiting for RPC"),
+            "reboot");
+  EXPECT_EQ(remedy("NVRM: Xid (PCI:0000:3b:00): 48, pid=1, An uncorrectable double bit error"),
+            "none")
+      << "a drain, not a reboot: the memory stays bad";
+  EXPECT_EQ(remedy("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception"), "none");
+  EXPECT_EQ(remedy("NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) "
+                   "to 0x2 (Node Reboot Required)"),
+            "reboot")
+      << "from the refining rule";
+  EXPECT_EQ(remedy("amdgpu 0000:1b:00.0: amdgpu: socket: 0, die: 1, 2 new uncorrectable hardware "
+                   "errors detected in umc block"),
+            "reboot");
+}
+
+TEST(KernelRules, ARemedyOtherThanRebootOrNoneIsAnErrorWithFileAndLine) {
+  TempDir dir;
+  write_file(dir.file("site.rules"), "[xid 79]\nmeaning = off the bus\nremedy = powercycle\n");
+  const KernelRulesLoad load = load_kernel_rules({dir.path()});
+  ASSERT_EQ(load.errors.size(), 1u);
+  EXPECT_NE(std::string(load.errors[0].what()).find("site.rules:3"), std::string::npos)
+      << load.errors[0].what();
+  EXPECT_NE(std::string(load.errors[0].what()).find("must be reboot or none"), std::string::npos)
+      << load.errors[0].what();
+}
+
 TEST(KernelRules, EveryKindOfTheVocabularyHasARule) {
   // The vocabulary itself, not a copy of it: a kind added to docs/protocol.md's list without a
   // rule that produces it fails here.

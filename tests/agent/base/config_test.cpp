@@ -41,6 +41,38 @@ TEST(AgentConfig, HangStallKeysDefaultToTheLiveStallPolicy) {
       << "a factor of 1 would flag every ordinary step";
 }
 
+// Reboot and return and the partition limit (issue 27): off by default, and the two mistakes an
+// admin can make are errors naming the key.
+TEST(AgentConfig, RemediationIsOffByDefaultAndItsMistakesAreNamed) {
+  const ConfigLoad load = load_agent_config_text("", "triage.conf");
+  ASSERT_TRUE(load.errors.empty());
+  EXPECT_EQ(load.config.remediate, "off");
+  EXPECT_FALSE(load.config.remediate_dry_run);
+  EXPECT_DOUBLE_EQ(load.config.max_triage_drain_fraction, 0.10);
+  EXPECT_EQ(load.config.max_triage_drain_nodes, 0);
+  const ConfigLoad set = load_agent_config_text(
+      "DrainPolicy=auto\nRemediate=reboot\nRemediateDryRun=yes\nMaxTriageDrainFraction=0.5\n"
+      "MaxTriageDrainNodes=8\nBootIdFile=/var/tmp/boot_id\n",
+      "t");
+  ASSERT_TRUE(set.errors.empty()) << (set.errors.empty() ? "" : set.errors[0].what());
+  EXPECT_EQ(set.config.remediate, "reboot");
+  EXPECT_TRUE(set.config.remediate_dry_run);
+  EXPECT_DOUBLE_EQ(set.config.max_triage_drain_fraction, 0.5);
+  EXPECT_EQ(set.config.max_triage_drain_nodes, 8);
+  EXPECT_EQ(set.config.boot_id_file, "/var/tmp/boot_id");
+  for (const char* bad : {"MaxTriageDrainFraction=0\n", "MaxTriageDrainFraction=1.5\n",
+                          "MaxTriageDrainFraction=ten percent\n"}) {
+    const ConfigLoad l = load_agent_config_text(bad, "t.conf");
+    ASSERT_EQ(l.errors.size(), 1u) << bad;
+    EXPECT_NE(std::string(l.errors[0].what()).find("MaxTriageDrainFraction"), std::string::npos);
+  }
+  const ConfigLoad recommend = load_agent_config_text("Remediate=reboot\n", "t.conf");
+  ASSERT_EQ(recommend.errors.size(), 1u);
+  EXPECT_NE(std::string(recommend.errors[0].what()).find("needs DrainPolicy=auto"),
+            std::string::npos)
+      << recommend.errors[0].what();
+}
+
 // The analyzer's TSDB keys live in the same file; the agent maps the ones its busy-wait probe
 // needs.
 TEST(AgentConfig, TheClusterPrometheusKeysReachTheAgent) {
