@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "agent/history/history_gather.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
 #include "agent/server/agent_metrics.h"
@@ -70,6 +71,22 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
       fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
   });
+  requeue_.set_attempt_records(
+      [this](uint64_t job_id) {
+        std::vector<OutcomeRecord> out;
+        for (const OutcomeRecord& r : history_.records())
+          if (r.job_id == job_id) out.push_back(r);
+        return out;
+      },
+      [this](uint64_t job_id, int64_t since, const std::vector<std::string>& nodes) {
+        std::vector<PeerRequest> requests;
+        for (const std::string& n : nodes) {
+          if (n != cfg_.node_name)
+            requests.push_back(
+                {n, opts_.peer_url(n), "/v1/history?since=" + std::to_string(since), ""});
+        }
+        return job_records_in_answers(fetch_from_peers(requests, peer_fetch_options(cfg_)), job_id);
+      });
   pipeline_.set_live_record([this](uint64_t job_id, int restart_count) {
     return live_.hand_over(job_id, restart_count);
   });
