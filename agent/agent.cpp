@@ -79,13 +79,16 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
         return out;
       },
       [this](uint64_t job_id, int64_t since, const std::vector<std::string>& nodes) {
-        std::vector<PeerRequest> requests;
-        for (const std::string& n : nodes) {
-          if (n != cfg_.node_name)
-            requests.push_back(
-                {n, opts_.peer_url(n), "/v1/history?since=" + std::to_string(since), ""});
-        }
-        return job_records_in_answers(fetch_from_peers(requests, peer_fetch_options(cfg_)), job_id);
+        // Each peer at its NodeAddr, as the evidence is fetched; only the target differs.
+        std::vector<PeerRequest> requests =
+            peer_requests(slurm_, job_id, nodes, EvidenceWindow{}, cfg_.node_name, opts_.peer_url);
+        for (PeerRequest& r : requests)
+          r.target = "/v1/history?since=" + std::to_string(since);
+        std::vector<OutcomeRecord> found =
+            job_records_in_answers(fetch_from_peers(requests, peer_fetch_options(cfg_)), job_id);
+        spdlog::info("job {}: {} record(s) of its attempts from {} other node(s)", job_id,
+                     found.size(), requests.size());
+        return found;
       });
   pipeline_.set_live_record([this](uint64_t job_id, int restart_count) {
     return live_.hand_over(job_id, restart_count);

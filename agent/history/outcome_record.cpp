@@ -108,6 +108,8 @@ void progress_of(const nlohmann::json& triage, OutcomeRecord& r) {
   if (progress == triage.end() || !progress->is_object()) return;
   r.last_step = integer_at(*progress, "last_step");
   r.last_checkpoint = integer_at(*progress, "resume_step");
+  // Resuming from step 0 is starting afresh: no checkpoint was saved.
+  if (r.last_checkpoint && *r.last_checkpoint <= 0) r.last_checkpoint.reset();
 }
 
 nlohmann::json optional_string(const std::optional<std::string>& s) {

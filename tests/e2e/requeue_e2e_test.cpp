@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -154,6 +156,20 @@ TEST(Requeue, AUserCodeFailureIsNotRequeuedAndTheReportSaysWhy) {
   EXPECT_EQ(c.job(j.id)["JobState"], "FAILED");
 }
 
+// The agents' log lines about job `id` (what they decided, and why).
+std::string agent_lines_about(const SlurmCluster& c, uint32_t id) {
+  const std::string tag = "job " + std::to_string(id) + ":";
+  std::string out;
+  for (const std::string& n : c.nodes()) {
+    std::istringstream all(
+        slurp(std::filesystem::path(c.state_dir()) / "log" / ("agent-" + n + ".out")));
+    for (std::string line; std::getline(all, line);) {
+      if (line.find(tag) != std::string::npos) out += n + ": " + line + "\n";
+    }
+  }
+  return out;
+}
+
 // Every attempt trains the same four steps, waits for the test's go-ahead for this attempt (the
 // kernel line of its node is in by then) and dies the same way.
 constexpr const char* kSameFailureEveryAttempt =
@@ -214,7 +230,7 @@ TEST(Requeue, TheSameFailureTwiceWithoutProgressIsNotRequeuedAThirdTime) {
       << md;
   // Among the report's first lines, before "What happened".
   const size_t said = md.find("not requeued: the same failure twice without progress");
-  EXPECT_NE(said, std::string::npos) << md;
+  EXPECT_NE(said, std::string::npos) << md << agent_lines_about(c, j.id);
   EXPECT_LT(said, md.find("### What happened")) << md;
   EXPECT_NE(md.find("in attempt 0 at step 4, no checkpoint"), std::string::npos) << md;
 

@@ -177,6 +177,16 @@ TEST(OutcomeRecordProgress, ANewRecordCarriesItsAttemptAndProgressBothWays) {
   EXPECT_EQ(back.last_checkpoint, 100);
 }
 
+TEST(OutcomeRecordProgress, ResumingFromStepZeroIsNoCheckpoint) {
+  JobFacts facts;
+  facts.job_id = 4242;
+  const nlohmann::json triage = {{"status", "failed"},
+                                 {"progress", {{"last_step", 4}, {"resume_step", 0}}}};
+  const OutcomeRecord r = build_outcome_record(triage, facts, std::nullopt, 1700000000);
+  EXPECT_EQ(r.last_step, 4);
+  EXPECT_FALSE(r.last_checkpoint.has_value());
+}
+
 TEST(OutcomeRecordProgress, ALogWithoutStepsIsKnownToHaveNone) {
   JobFacts facts;
   facts.job_id = 4242;
