@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent/health/preflight.h"
+#include "agent/history/history_gather.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
 #include "agent/live/hang_commands.h"
@@ -78,6 +79,25 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
     if (r.outcome == RequeueOutcome::kRequeue || r.outcome == RequeueOutcome::kRefuse)
       fleet_.count_requeue(r.requeued ? RequeueResult::kDone : RequeueResult::kRefused, r.code);
   });
+  requeue_.set_attempt_records(
+      [this](uint64_t job_id) {
+        std::vector<OutcomeRecord> out;
+        for (const OutcomeRecord& r : history_.records())
+          if (r.job_id == job_id) out.push_back(r);
+        return out;
+      },
+      [this](uint64_t job_id, int64_t since, const std::vector<std::string>& nodes) {
+        // Each peer at its NodeAddr, as the evidence is fetched; only the target differs.
+        std::vector<PeerRequest> requests =
+            peer_requests(slurm_, job_id, nodes, EvidenceWindow{}, cfg_.node_name, opts_.peer_url);
+        for (PeerRequest& r : requests)
+          r.target = "/v1/history?since=" + std::to_string(since);
+        std::vector<OutcomeRecord> found =
+            job_records_in_answers(fetch_from_peers(requests, peer_fetch_options(cfg_)), job_id);
+        spdlog::info("job {}: {} record(s) of its attempts from {} other node(s)", job_id,
+                     found.size(), requests.size());
+        return found;
+      });
   pipeline_.set_live_record([this](uint64_t job_id, int restart_count) {
     return live_.hand_over(job_id, restart_count);
   });

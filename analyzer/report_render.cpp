@@ -327,6 +327,13 @@ std::string render_markdown(const Triage& t) {
           md_prose(t.primary_title) + ")  \n";
   }
   if (t.hang_origin_judged) md += "**Hang origin:** " + hang_origin_words(t.hang_origin) + "  \n";
+  // What --triage-requeue did, among the first lines: a stopped requeue is the news of this report.
+  if (t.requeue) {
+    md += "**Requeue:** " + md_prose(t.requeue->outcome) + " (attempt " +
+          std::to_string(t.requeue->attempt) +
+          " of --triage-requeue=" + std::to_string(t.requeue->max) +
+          "): " + md_prose(t.requeue->reason) + "  \n";
+  }
   if (t.blame) {
     md += "**Whose fault:** " + md_code_span(std::string(to_string(*t.blame))) + " (" +
           md_prose(t.blame_basis) + "; " +

@@ -120,4 +120,28 @@ GatheredHistory gather_history(const std::vector<std::string>& nodes, int port,
   return merge_history_answers(fetch_from_peers(requests, options));
 }
 
+std::vector<OutcomeRecord> job_records_in_answers(const std::vector<PeerResponse>& answers,
+                                                  uint64_t job_id) {
+  std::vector<OutcomeRecord> out;
+  for (const PeerResponse& a : answers) {
+    if (!a.ok) continue;
+    const auto split = split_history_answer(a.body);
+    if (!split) continue;
+    for (const HistoryRecordText& t : split->records) {
+      if (t.job_id != job_id) continue;
+      OutcomeRecord r;
+      try {
+        r = outcome_from_json(nlohmann::json::parse(t.text));
+      } catch (const std::exception&) {
+        continue;  // one agent's unreadable copy; another may hold a good one
+      }
+      const bool seen = std::any_of(out.begin(), out.end(), [&r](const OutcomeRecord& o) {
+        return o.end_time == r.end_time && o.attempt == r.attempt;
+      });
+      if (!seen) out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
 }  // namespace triage::agent

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/history/outcome_record.h"
 #include "agent/history/suspect_nodes.h"
 #include "agent/net/peer_client.h"
 
@@ -32,5 +33,12 @@ GatheredHistory merge_history_answers(const std::vector<PeerResponse>& answers);
 // Asks every node's agent for its history (munge-authenticated, in parallel) and merges.
 GatheredHistory gather_history(const std::vector<std::string>& nodes, int port,
                                const PeerFetchOptions& options);
+
+// The records of job `job_id` in the agents' answers (GET /v1/history), every attempt each agent
+// holds (the same attempt from two agents once); an answer that is not a history, or a record that
+// does not read, is left out. For the crashloop stop (agent/requeue/crashloop.h): a requeued job's
+// earlier attempt ran on nodes the next attempt may not share.
+std::vector<OutcomeRecord> job_records_in_answers(const std::vector<PeerResponse>& answers,
+                                                  uint64_t job_id);
 
 }  // namespace triage::agent

@@ -95,6 +95,23 @@ std::optional<double> gpu_hours_lost(const nlohmann::json& triage, std::optional
   return lost->get<double>() * static_cast<double>(*gpus) / 3600.0;
 }
 
+std::optional<int64_t> integer_at(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+// How far the attempt got, from triage.json's progress (null when the log showed no step).
+void progress_of(const nlohmann::json& triage, OutcomeRecord& r) {
+  r.progress_known = true;
+  const auto progress = triage.find("progress");
+  if (progress == triage.end() || !progress->is_object()) return;
+  r.last_step = integer_at(*progress, "last_step");
+  r.last_checkpoint = integer_at(*progress, "resume_step");
+  // Resuming from step 0 is starting afresh: no checkpoint was saved.
+  if (r.last_checkpoint && *r.last_checkpoint <= 0) r.last_checkpoint.reset();
+}
+
 nlohmann::json optional_string(const std::optional<std::string>& s) {
   return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
 }
@@ -103,16 +120,23 @@ nlohmann::json with_nodes(const OutcomeRecord& r, nlohmann::json nodes) {
   nlohmann::json implicated = nlohmann::json::array();
   for (const ImplicatedNode& n : r.implicated)
     implicated.push_back({{"node", n.node}, {"why", n.why}, {"trusted", n.trusted}});
-  return {{"v", kOutcomeRecordVersion},
-          {"job_id", r.job_id},
-          {"user", r.user},
-          {"end_time", r.end_time},
-          {"status", r.status},
-          {"class", optional_string(r.cls)},
-          {"blame", optional_string(r.blame)},
-          {"nodes", std::move(nodes)},
-          {"implicated", std::move(implicated)},
-          {"gpu_hours_lost", r.gpu_hours_lost ? nlohmann::json(*r.gpu_hours_lost) : nullptr}};
+  nlohmann::json j = {
+      {"v", kOutcomeRecordVersion},
+      {"job_id", r.job_id},
+      {"user", r.user},
+      {"end_time", r.end_time},
+      {"status", r.status},
+      {"class", optional_string(r.cls)},
+      {"blame", optional_string(r.blame)},
+      {"nodes", std::move(nodes)},
+      {"implicated", std::move(implicated)},
+      {"gpu_hours_lost", r.gpu_hours_lost ? nlohmann::json(*r.gpu_hours_lost) : nullptr}};
+  if (r.attempt) j["attempt"] = *r.attempt;
+  if (r.progress_known) {
+    j["last_step"] = r.last_step ? nlohmann::json(*r.last_step) : nullptr;
+    j["last_checkpoint"] = r.last_checkpoint ? nlohmann::json(*r.last_checkpoint) : nullptr;
+  }
+  return j;
 }
 
 template <typename T>
@@ -132,6 +156,14 @@ std::optional<std::string> nullable_string(const nlohmann::json& j, const char* 
   if (!it->is_string())
     throw std::invalid_argument(std::string("\"") + key + "\" has the wrong type");
   return it->get<std::string>();
+}
+
+std::optional<int64_t> nullable_integer(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer())
+    throw std::invalid_argument(std::string("\"") + key + "\" is not an integer");
+  return it->get<int64_t>();
 }
 
 std::string nodelist_from(const nlohmann::json& nodes) {
@@ -183,6 +215,8 @@ OutcomeRecord build_outcome_record(const nlohmann::json& triage, const JobFacts&
   implicate_by_verdict(t, r.implicated);
   implicate_by_finding(t, r.cls, r.implicated);
   r.gpu_hours_lost = gpu_hours_lost(t, gpus);
+  r.attempt = facts.restart_count;
+  progress_of(t, r);
   return r;
 }
 
@@ -228,6 +262,21 @@ OutcomeRecord outcome_from_json(const nlohmann::json& j) {
     if (!g->is_number()) throw std::invalid_argument("\"gpu_hours_lost\" is not a number");
     r.gpu_hours_lost = g->get<double>();
   }
+  if (const auto a = nullable_integer(j, "attempt")) {
+    if (*a < 0 || *a > INT32_MAX) throw std::invalid_argument("\"attempt\" is out of range");
+    r.attempt = static_cast<int>(*a);
+  }
+  // Both or neither: a record that says how far its attempt got says it whole.
+  const bool step = j.contains("last_step");
+  const bool checkpoint = j.contains("last_checkpoint");
+  if (step != checkpoint) {
+    throw std::invalid_argument(std::string("\"") + (step ? "last_checkpoint" : "last_step") +
+                                "\" is missing beside \"" +
+                                (step ? "last_step" : "last_checkpoint") + "\"");
+  }
+  r.progress_known = step;
+  r.last_step = nullable_integer(j, "last_step");
+  r.last_checkpoint = nullable_integer(j, "last_checkpoint");
   return r;
 }
 

@@ -35,6 +35,14 @@ struct OutcomeRecord {
   std::string nodelist;
   std::vector<ImplicatedNode> implicated;
   std::optional<double> gpu_hours_lost;
+  // Which attempt this was (Slurm's restart count when it ran) and how far it got: the last step
+  // its log showed and the checkpoint a restart resumes from (triage.json progress.last_step and
+  // progress.resume_step). The crashloop stop (agent/requeue/crashloop.h) compares them between
+  // attempts. A record from an agent before these fields has `progress_known` false.
+  std::optional<int> attempt;
+  bool progress_known = false;
+  std::optional<int64_t> last_step;
+  std::optional<int64_t> last_checkpoint;
 
   std::vector<std::string> nodes() const;
 };
@@ -55,7 +63,8 @@ nlohmann::json outcome_to_json(const OutcomeRecord& r);
 // The stored and pushed form: the same, but "nodes" as one hostlist string (bounded size).
 nlohmann::json outcome_to_compact_json(const OutcomeRecord& r);
 // Either form back. Throws std::invalid_argument naming what is wrong (a missing field, another
-// version "v").
+// version "v"). "attempt", "last_step" and "last_checkpoint" may be absent (older records): the
+// attempt is then unknown and `progress_known` false.
 OutcomeRecord outcome_from_json(const nlohmann::json& j);
 
 }  // namespace triage::agent

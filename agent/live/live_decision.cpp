@@ -84,6 +84,10 @@ bool stall_unflagged(const LiveRecord& record) {
   return record.flagged_usec == 0 || record.resumed_usec != 0;
 }
 
+bool interim_report_due(const LiveRecord& record, bool new_watchdog_lines) {
+  return new_watchdog_lines && record.flagged_usec != 0 && record.resumed_usec == 0;
+}
+
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec) {
   if (record.flagged_usec == 0 || record.resumed_usec != 0 || !new_steps) return false;
   record.resumed_usec = now_usec;

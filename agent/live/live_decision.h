@@ -80,6 +80,12 @@ bool stall_unflagged(const LiveRecord& record);
 // Contract: a flagged job resumed when steps arrive after its flag (recorded once).
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec);
 
+// Contract: the interim report is written again when NCCL watchdog lines arrived while the job's
+// flagged stall lasts (flagged, not resumed), so that its "Hang origin:" line, worked out by the
+// analyzer from every watchdog line in the log (analyzer/hang_origin.h), follows them: the
+// watchdog's timeout (10 minutes by default) usually fires after the stall was flagged.
+bool interim_report_due(const LiveRecord& record, bool new_watchdog_lines);
+
 // The facts decide_hang_action needs, from the job's registration, its record, the verdict and
 // what slurmctld shows of the job now (Requeue=1 and Restarts).
 HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const StallVerdict& v,

@@ -63,6 +63,7 @@ void LiveJob::scan(const LogChunk& chunk, const LiveInstant& now, LiveObservatio
   const ScanResult scanned = scan_log(chunk.fd, plan_, chunk_scan_options(progress_, chunk.length));
   progress_.absorb(scanned, now, last_read_mono_);
   obs.bytes += scanned.bytes_scanned;
+  if (!scanned.facts.collectives.empty()) obs.new_watchdog_lines = true;
 }
 
 }  // namespace triage::agent

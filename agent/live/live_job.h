@@ -29,6 +29,8 @@ struct LiveObservation {
   FollowState follow;                      // where the follower stands after the poll
   int64_t lines = 0;                       // lines read so far (numbering of the whole log)
   uint64_t bytes = 0;                      // bytes scanned in this poll
+  // NCCL watchdog lines (analyzer/collective_progress.h) arrived in this poll.
+  bool new_watchdog_lines = false;
 };
 
 class LiveJob {

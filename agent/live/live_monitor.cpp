@@ -1,6 +1,7 @@
 #include "agent/live/live_monitor.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -200,6 +201,11 @@ void LiveMonitor::on_poll(LiveObservation obs) {
   f.lines = obs.lines;
   if (save_due(changed, moved, f.saved_mono, obs.at.mono_usec, kSaveIntervalUsec))
     save(job_id, f, obs.at);
+  if (interim_report_due(f.record, obs.new_watchdog_lines)) {
+    spdlog::info("job {}: NCCL watchdog lines after the flagged stall; interim report refreshed",
+                 job_id);
+    write_interim_report(job_id, f, own_evidence(job_id, f, obs.at));
+  }
   if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at);
 }
 
@@ -422,9 +428,13 @@ void LiveMonitor::set_comment(uint64_t job_id, const Followed& f) {
   });
 }
 
-void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
-                                       const NodeEvidence& own) {
+void LiveMonitor::write_interim_report(uint64_t job_id, Followed& f, const NodeEvidence& own) {
   if (f.handed_over) return;
+  if (f.interim_running) {
+    f.interim_again = true;
+    return;
+  }
+  f.interim_running = true;
   Evidence ev;
   ev.job = f.facts;
   ev.report_path = expand_report_path(cfg_.report_path, f.facts);
@@ -449,6 +459,11 @@ void LiveMonitor::write_interim_report(uint64_t job_id, const Followed& f,
       spdlog::error("job {}: interim hang report failed: {}", job_id,
                     log_text(o.timed_out ? std::string("timed out") : o.err.substr(0, 400)));
     }
+    const auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    it->second.interim_running = false;
+    if (!std::exchange(it->second.interim_again, false)) return;
+    write_interim_report(job_id, it->second, own_evidence(job_id, it->second, live_now()));
   });
 }
 

@@ -130,6 +130,8 @@ class LiveMonitor {
     RemoteEvidence remote;          // the last answer of the job's other nodes and the Prometheus
     bool handed_over = false;       // the final analysis has the record: no interim report any more
     int64_t action_retry_mono = 0;  // a cancel or requeue whose try failed runs again from then
+    bool interim_running = false;   // an interim analysis of the job runs
+    bool interim_again = false;     // ... and another is due when it ends (new watchdog lines)
   };
 
   void start(uint64_t job_id, const JobRecord& job, const LiveInstant& now);
@@ -148,8 +150,9 @@ class LiveMonitor {
   void on_action(uint64_t job_id, const std::string& what, const SlurmCommandResult& done,
                  const std::string& not_done, const LiveInstant& now);
   void set_comment(uint64_t job_id, const Followed& f);
-  // `own`: this node's evidence as the stall was judged on it.
-  void write_interim_report(uint64_t job_id, const Followed& f, const NodeEvidence& own);
+  // `own`: this node's evidence as the stall was judged on it. One interim analysis of a job at a
+  // time: one asked for while another runs follows it, so an older report never lands last.
+  void write_interim_report(uint64_t job_id, Followed& f, const NodeEvidence& own);
   void save(uint64_t job_id, Followed& f, const LiveInstant& now);
   void stop(uint64_t job_id, const LiveInstant& now);
   NodeEvidence own_evidence(uint64_t job_id, const Followed& f, const LiveInstant& now);

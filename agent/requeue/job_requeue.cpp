@@ -10,6 +10,7 @@
 
 #include "agent/history/suspect_nodes.h"
 #include "agent/requeue/attempt_check.h"
+#include "agent/requeue/crashloop.h"
 #include "common/error.h"
 #include "common/hostlist.h"
 #include "common/model.h"
@@ -19,8 +20,10 @@
 
 namespace triage::agent {
 
-TriageSummary summary_of(const OutcomeRecord& r, const std::string& report) {
+TriageSummary summary_of(const OutcomeRecord& r, const std::string& report,
+                         const std::string& requeue) {
   TriageSummary s;
+  s.requeue = requeue;
   s.cls = r.cls.value_or(r.status);
   s.blame = r.blame.value_or("none");
   for (const ImplicatedNode& n : r.implicated)
@@ -43,8 +46,27 @@ std::set<std::string> suspects_in(const std::deque<OutcomeRecord>& history) {
   return out;
 }
 
+std::vector<std::string> nodes_of_earlier_attempts(const JobFacts& now,
+                                                   const std::vector<std::string>& job_nodes,
+                                                   size_t max) {
+  std::vector<std::string> nodes = job_nodes;
+  try {
+    for (std::string& n : expand_hostlist(now.excluded_nodes, "ExcNodeList"))
+      nodes.push_back(std::move(n));
+  } catch (const InputError&) {
+    // An ExcNodeList that is not a hostlist names no node to ask.
+  }
+  std::vector<std::string> out;
+  for (std::string& n : nodes) {
+    if (out.size() >= max) break;
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  }
+  return out;
+}
+
 struct JobRequeue::Job {
   AnalysedJob a;
+  std::optional<OutcomeRecord> previous;  // the record of the attempt before this one
   RequeueFacts facts;
   RequeueDecision decision;
   std::optional<JobRef> ref;    // the attempt as Slurm's commands name it (from slurmctld's record)
@@ -77,6 +99,7 @@ RequeueNote note_of(const RequeueFacts& f, const RequeueDecision& d, int attempt
 namespace {
 
 constexpr const char* kHeldFile = "requeue-held.json";
+constexpr int64_t kPreviousAttemptWindowSec = 7 * 86400;
 
 }  // namespace
 
@@ -202,12 +225,39 @@ void JobRequeue::on_analysed(AnalysedJob a) {
   auto job = std::make_shared<Job>();
   job->a = std::move(a);
   ++in_flight_;
-  const bool submitted = workers_.submit([this, job, id] {
+  const OutcomeRecord& record = job->a.record;
+  std::vector<OutcomeRecord> records =
+      local_attempts_ ? local_attempts_(id) : std::vector<OutcomeRecord>{};
+  job->previous = previous_attempt(records, record);
+  // Another node may hold the attempt just before this one when this node does not.
+  const bool ask_peers =
+      peer_attempts_ && record.attempt.value_or(0) > 0 &&
+      (!job->previous || !job->previous->attempt || *job->previous->attempt + 1 != *record.attempt);
+  // The attempt before ended before this one started; a week's margin covers a requeued job held
+  // that long, and keeps a peer's answer to the records of about that week (Slurm may reset the
+  // submit time at a requeue, so that is no bound).
+  const int64_t started = job->a.facts.start_time;
+  const int64_t since =
+      started > kPreviousAttemptWindowSec ? started - kPreviousAttemptWindowSec : 0;
+  const std::vector<std::string> job_nodes = record.nodes();
+  const bool submitted = workers_.submit([this, job, id, ask_peers, since, job_nodes,
+                                          records = std::move(records)]() mutable {
     std::string error;
     std::optional<JobFacts> now = load_job_ ? load_job_(id, error) : std::nullopt;
     if (!now)
       spdlog::warn("job {}: slurmctld's record: {}", id, log_text(error.empty() ? "none" : error));
-    loop_.post([this, job, now = std::move(now), error] { decide(job, now, error); });
+    std::optional<OutcomeRecord> previous = std::move(job->previous);
+    if (ask_peers && now) {
+      std::vector<OutcomeRecord> theirs =
+          peer_attempts_(id, since, nodes_of_earlier_attempts(*now, job_nodes));
+      records.insert(records.end(), std::make_move_iterator(theirs.begin()),
+                     std::make_move_iterator(theirs.end()));
+      previous = previous_attempt(records, job->a.record);
+    }
+    loop_.post([this, job, now = std::move(now), error, previous = std::move(previous)] {
+      job->previous = previous;
+      decide(job, now, error);
+    });
   });
   if (!submitted) decide(job, std::nullopt, "the agent is stopping");
 }
@@ -246,6 +296,11 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
   }
   job->excluded_now = now ? now->excluded_nodes : "";
   job->attempt = f.restarts;
+  if (failed(f.status)) {
+    const CrashloopVerdict loop = decide_crashloop(job->previous, a.record);
+    if (loop.stop) f.crashloop = loop.reason;
+    spdlog::info("job {}: crashloop check: {}", a.facts.job_id, log_text(loop.reason));
+  }
   job->decision = decide_requeue(f);
   spdlog::info("job {}: --triage-requeue={}: {}", a.facts.job_id, f.asked_max,
                log_text(job->decision.reason));
@@ -253,7 +308,8 @@ void JobRequeue::decide(const JobPtr& job, const std::optional<JobFacts>& now,
     carry_out(job);
     return;
   }
-  const std::string summary = compose_triage_summary(summary_of(a.record, a.report_path));
+  const std::string summary = compose_triage_summary(summary_of(
+      a.record, a.report_path, job->decision.code == "crashloop" ? "stopped-crashloop" : ""));
   if (!failed(f.status)) {
     // A job that did not fail needs no word on the requeue in its report.
     submit_summary(job, summary);

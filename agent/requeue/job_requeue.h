@@ -49,8 +49,16 @@
 namespace triage::agent {
 
 // The summary of an analysed job: its class (its status when nothing failed), blame, the nodes
-// its evidence implicates, and `report`.
-TriageSummary summary_of(const OutcomeRecord& r, const std::string& report);
+// its evidence implicates, and `report`; `requeue` when the requeue decision has a word for
+// accounting ("stopped-crashloop").
+TriageSummary summary_of(const OutcomeRecord& r, const std::string& report,
+                         const std::string& requeue = "");
+
+// The nodes whose agents may hold the record of the attempt before `now`'s: the job's nodes and
+// those Slurm keeps it off (a requeue excluded the failed ones), each once, at most `max`.
+std::vector<std::string> nodes_of_earlier_attempts(const JobFacts& now,
+                                                   const std::vector<std::string>& job_nodes,
+                                                   size_t max = 32);
 
 // The nodes `history` ranks as suspects (agent/history/suspect_nodes.h), from this node's own
 // records: every job that ran here, which is the view the leader of a job has without asking its
@@ -72,6 +80,13 @@ class JobRequeue {
   using Suspects = std::function<std::set<std::string>()>;
   // slurmctld's record of a job (SlurmClient::load_job); nullopt with `error` when it cannot say.
   using LoadJob = std::function<std::optional<JobFacts>(uint64_t job_id, std::string& error)>;
+  // The records of a job's attempts for the crashloop stop (agent/requeue/crashloop.h): this
+  // node's history (loop thread), and other nodes' answers, for records that ended at or after
+  // `since` (on a worker): a requeue keeps the next attempt off nodes of the one before, so the
+  // earlier attempt's record may be only there.
+  using LocalAttempts = std::function<std::vector<OutcomeRecord>(uint64_t job_id)>;
+  using PeerAttempts = std::function<std::vector<OutcomeRecord>(
+      uint64_t job_id, int64_t since, const std::vector<std::string>& nodes)>;
 
   struct Stats {
     uint64_t requeued = 0;
@@ -88,6 +103,10 @@ class JobRequeue {
   JobRequeue& operator=(const JobRequeue&) = delete;
 
   void set_on_result(OnResult on_result) { on_result_ = std::move(on_result); }
+  void set_attempt_records(LocalAttempts local, PeerAttempts peers) {
+    local_attempts_ = std::move(local);
+    peer_attempts_ = std::move(peers);
+  }
 
   // Finishes the requeues a previous run left between hold and release.
   void open();
@@ -131,6 +150,8 @@ class JobRequeue {
   SlurmCommandRunner run_;
   LoadJob load_job_;
   Suspects suspects_;
+  LocalAttempts local_attempts_;
+  PeerAttempts peer_attempts_;
   OnResult on_result_;
   std::string state_dir_;
   AnalysisRunner reports_;

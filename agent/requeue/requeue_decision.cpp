@@ -75,6 +75,11 @@ RequeueDecision decide_requeue(const RequeueFacts& f) {
     return decline("not requeued: the failure" + (f.cls.empty() ? "" : " (" + f.cls + ")") +
                    " is blamed on " + blame + ", which another node would not change");
   }
+  if (!f.crashloop.empty()) {
+    RequeueDecision d = decline(f.crashloop);
+    d.code = "crashloop";
+    return d;
+  }
   std::string why;
   const std::vector<std::string> exclude = nodes_to_exclude(f, why);
   if (exclude.empty()) {

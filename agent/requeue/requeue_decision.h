@@ -33,6 +33,8 @@ struct RequeueFacts {
   std::vector<std::string> job_nodes;
   // Nodes this agent's history ranks as suspects (agent/history/suspect_nodes.h).
   std::set<std::string> suspects;
+  // Why this attempt ends a crashloop (agent/requeue/crashloop.h): "" when it does not.
+  std::string crashloop;
 };
 
 enum class RequeueOutcome {
@@ -50,16 +52,16 @@ struct RequeueDecision {
   std::string reason;                // one sentence for the log and the report
   // For kRequeue and kRefuse, a short label for the metrics: why it was warranted (platform,
   // suspect-node) or why it was refused (not-allowed, slurm-unknown, attempt-changed,
-  // job-unnamed, not-requeueable).
+  // job-unnamed, not-requeueable); "crashloop" for the decline of a crashloop.
   std::string code;
 };
 
 // Contract: requeue only a failed (or hung) job whose user asked and has requeues left, whose
-// blame is not user-code, user-config or input-data, and that either has platform blame with a
-// node implicated by trusted evidence or ran on a suspect node (blame platform or unknown), then
-// only when the admin allows it and Slurm can (a batch job with Requeue=1) and still shows the
-// analysed attempt under a name that is that attempt alone, excluding those nodes; every other
-// asked-for case is declined or refused with the reason why.
+// blame is not user-code, user-config or input-data, that is not in a crashloop, and that either
+// has platform blame with a node implicated by trusted evidence or ran on a suspect node (blame
+// platform or unknown), then only when the admin allows it and Slurm can (a batch job with
+// Requeue=1) and still shows the analysed attempt under a name that is that attempt alone,
+// excluding those nodes; every other asked-for case is declined or refused with the reason why.
 RequeueDecision decide_requeue(const RequeueFacts& f);
 
 }  // namespace triage::agent

@@ -76,8 +76,9 @@ size_t find_segment(std::string_view s, std::string_view key = kKey) {
 }  // namespace
 
 std::string compose_triage_summary(const TriageSummary& s, size_t max_bytes) {
-  const std::string head =
-      std::string(kKey) + word(s.cls, "unknown") + ";blame=" + word(s.blame, "none") + ";nodes=";
+  const std::string head = std::string(kKey) + word(s.cls, "unknown") +
+                           ";blame=" + word(s.blame, "none") +
+                           (s.requeue.empty() ? "" : ";requeue=" + word(s.requeue, "")) + ";nodes=";
   const std::string report = s.report.empty() ? "" : ";report=" + encode(s.report);
   std::string out = head + nodes_value(s.nodes, s.nodes.size()) + report;
   if (out.size() <= max_bytes) return out;

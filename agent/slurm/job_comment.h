@@ -3,6 +3,7 @@
 // ';', with no space, '|', newline or quote in it, placed among whatever other tools wrote there
 // without changing a byte of theirs. The post-mortem summary is
 //   triage=<class>;blame=<blame>;nodes=<hostlist>;report=<path>
+// (with ";requeue=stopped-crashloop" after the blame when the crashloop stop ended a requeue)
 // and a live hang's is agent/live/hang_comment.h's "triage=hang;flagged=...". Pure functions only.
 //
 // Why the shape: `sacct -P` does not escape '|' or newlines inside a field, Slurm 22.05's sacctmgr
@@ -30,12 +31,15 @@ struct TriageSummary {
   std::string blame;               // whose fault; "none" when the analysis gave none
   std::vector<std::string> nodes;  // the nodes the evidence implicates
   std::string report;              // where the report is ("" to leave report= out)
+  // What --triage-requeue decided when accounting should carry it ("stopped-crashloop"); "" to
+  // leave requeue= out.
+  std::string requeue;
 };
 
-// Contract: "triage=<cls>;blame=<blame>;nodes=<hostlist>;report=<path>" within `max_bytes`, every
-// byte outside [A-Za-z0-9/._,:@~[]-] percent-encoded as %xx (lowercase hex, unchanged by 22.05's
-// lowercasing), cut when too long by leaving out report= first and then the nodes at the end of
-// the hostlist (their count kept as "+<n>").
+// Contract: "triage=<cls>;blame=<blame>[;requeue=<word>];nodes=<hostlist>;report=<path>" within
+// `max_bytes`, every byte outside [A-Za-z0-9/._,:@~[]-] percent-encoded as %xx (lowercase hex,
+// unchanged by 22.05's lowercasing), cut when too long by leaving out report= first and then the
+// nodes at the end of the hostlist (their count kept as "+<n>").
 std::string compose_triage_summary(const TriageSummary& s,
                                    size_t max_bytes = kMaxTriageSummaryBytes);
 

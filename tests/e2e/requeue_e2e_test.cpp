@@ -2,15 +2,18 @@
 // job whose node logs an Xid 79 during its first attempt is requeued once, away from that node,
 // and completes on the other; sacct keeps the first attempt's triage summary; the node is
 // drain-recommended; each attempt's report is in place. A user-code failure is not requeued, and
-// its report says why.
+// its report says why. One that fails the same way twice without progress is not requeued a third
+// time (issue 28, crashloop stop).
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -151,6 +154,92 @@ TEST(Requeue, AUserCodeFailureIsNotRequeuedAndTheReportSaysWhy) {
   EXPECT_NE(md.find("blamed on user-code"), std::string::npos) << md;
   EXPECT_EQ(c.job(j.id)["Restarts"], "0");
   EXPECT_EQ(c.job(j.id)["JobState"], "FAILED");
+}
+
+// The agents' log lines about job `id` (what they decided, and why).
+std::string agent_lines_about(const SlurmCluster& c, uint32_t id) {
+  const std::string tag = "job " + std::to_string(id) + ":";
+  std::string out;
+  for (const std::string& n : c.nodes()) {
+    std::istringstream all(
+        slurp(std::filesystem::path(c.state_dir()) / "log" / ("agent-" + n + ".out")));
+    for (std::string line; std::getline(all, line);) {
+      if (line.find(tag) != std::string::npos) out += n + ": " + line + "\n";
+    }
+  }
+  return out;
+}
+
+// Every attempt trains the same four steps, waits for the test's go-ahead for this attempt (the
+// kernel line of its node is in by then) and dies the same way.
+constexpr const char* kSameFailureEveryAttempt =
+    "for i in $(seq 1 4); do echo \"0: [$(now)] completed step: $i, seconds: 0.100, loss: 9.1\"; "
+    "sleep 0.1; done\n"
+    "while [ ! -e go${SLURM_RESTART_COUNT:-0} ]; do sleep 0.2; done\n"
+    "echo 'RuntimeError: CUDA error: unspecified launch failure'\n"
+    "exit 1\n";
+
+// Issue 28 part 5: the first attempt's Xid requeues the job onto the other node, where the same
+// Xid ends the second attempt at the same step. The second attempt's leader finds the first's
+// record on the node the requeue excluded, calls it a crashloop and does not requeue a third time
+// (without the stop it would requeue again, with both nodes excluded).
+TEST(Requeue, TheSameFailureTwiceWithoutProgressIsNotRequeuedAThirdTime) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j = submit_layout_job(c, "crashloop", "train", kSameFailureEveryAttempt,
+                                        {"-N", "1", "--triage-requeue=3"});
+  c.wait_running(j.id);
+  const std::string first = c.job(j.id)["NodeList"];
+  c.kernel_line(first, kXid79);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the agent's file poll
+  std::ofstream(j.dir + "/go0") << "go\n";
+
+  // The second attempt: pending again after the requeue, started at once (see wait_final).
+  std::map<std::string, std::string> job;
+  bool nudged = false;
+  ASSERT_TRUE(within(
+      seconds(90),
+      [&] {
+        job = c.job(j.id);
+        if (!nudged && job["JobState"] == "PENDING" && job["Restarts"] == "1" &&
+            job["Reason"] != "JobHeldUser") {
+          nudged =
+              c.as_root({"scontrol", "update", "JobId=" + std::to_string(j.id), "StartTime=now"})
+                  .ok();
+        }
+        return job["JobState"] == "RUNNING" && job["Restarts"] == "1";
+      },
+      std::chrono::milliseconds(300)))
+      << job["JobState"] << " " << job["Restarts"] << "\n"
+      << c.logs();
+  const std::string second = job["NodeList"];
+  ASSERT_NE(second, first);
+  c.kernel_line(second, kXid79);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::ofstream(j.dir + "/go1") << "go\n";
+
+  EXPECT_EQ(c.wait_job(j.id), "FAILED");
+  (void)wait_for_analysis(c, j.id, second);
+  std::string md;
+  ASSERT_TRUE(within(
+      seconds(30),
+      [&] {
+        md = slurp(j.job_dir() / "triage.md");
+        return md.find("**Requeue:**") != std::string::npos;
+      },
+      std::chrono::milliseconds(300)))
+      << md;
+  // Among the report's first lines, before "What happened".
+  const size_t said = md.find("not requeued: the same failure twice without progress");
+  EXPECT_NE(said, std::string::npos) << md << agent_lines_about(c, j.id);
+  EXPECT_LT(said, md.find("### What happened")) << md;
+  EXPECT_NE(md.find("in attempt 0 at step 4, no checkpoint"), std::string::npos) << md;
+
+  const std::string rows = wait_sacct(c, j.id, "requeue=stopped-crashloop");
+  EXPECT_NE(rows.find("requeue=stopped-crashloop"), std::string::npos) << rows;
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // nothing requeues it after the report
+  job = c.job(j.id);
+  EXPECT_EQ(job["JobState"], "FAILED");
+  EXPECT_EQ(job["Restarts"], "1");
 }
 
 }  // namespace

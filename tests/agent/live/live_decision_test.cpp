@@ -165,6 +165,16 @@ TEST(LiveFlag, StepsAfterTheFlagMarkItResumedOnce) {
   EXPECT_EQ(r.resumed_usec, kT0 + 2 * kSec);
 }
 
+TEST(LiveFlag, WatchdogLinesRefreshTheInterimReportOnlyWhileTheFlaggedStallLasts) {
+  LiveRecord r;
+  EXPECT_FALSE(interim_report_due(r, true)) << "not flagged: there is no interim report";
+  flag_stall(r, stalled_at_step(29), {}, kT0);
+  EXPECT_TRUE(interim_report_due(r, true));
+  EXPECT_FALSE(interim_report_due(r, false)) << "nothing new to place the hang with";
+  ASSERT_TRUE(mark_resumed(r, true, kT0 + kSec));
+  EXPECT_FALSE(interim_report_due(r, true)) << "resumed: the stall is over";
+}
+
 TEST(LiveFlag, AStallAfterAResumedOneIsFlaggedAgainAndTheEarlierKept) {
   LiveRecord r;
   EXPECT_TRUE(stall_unflagged(r));

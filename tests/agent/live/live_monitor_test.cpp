@@ -317,6 +317,29 @@ TEST_F(LiveLoop, AJobThatStopsPrintingStepsIsFlaggedCommentedReportedThenCancell
   EXPECT_EQ(stats_of(m).actions.at("cancel"), 1U);
 }
 
+// Issue 28 part 3, live: PyTorch's watchdog fires minutes after the stall was flagged; its lines
+// bring the interim report back so that its "Hang origin:" line is worked out from them.
+TEST_F(LiveLoop, WatchdogLinesAfterTheFlagWriteTheInterimReportAgain) {
+  on_loop([this] { register_job("notify"); });
+  LiveMonitor& m = new_monitor();
+  const int64_t last = steps_every_second(m, 30);
+  tick(m, last + 65 * kSec);
+  ASSERT_NE(record(m).flagged_usec, 0);
+  ASSERT_TRUE(testing::eventually([&] { return stats_of(m).interim_reports == 1; }));
+
+  append(
+      "0: [rank0]:[E1206 18:44:12.755468433 ProcessGroupNCCL.cpp:1664] [PG 0 Rank 0] "
+      "Exception (either an error or timeout) detected by watchdog at work: 41, last enqueued "
+      "NCCL work: 41, last completed NCCL work: 40.\n");
+  tick(m, last + 70 * kSec);
+  ASSERT_TRUE(testing::eventually([&] { return stats_of(m).interim_reports == 2; }));
+
+  append("0: an ordinary line\n");
+  tick(m, last + 75 * kSec);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(stats_of(m).interim_reports, 2U) << "no watchdog line, no new report";
+}
+
 TEST_F(LiveLoop, AGpuResetOnNodeTwoOfTwoCorroboratesTheStallAndTheCancelGoesAheadAtOnce) {
   nodes = {"n1", "n2"};
   KernelEvent reset;
