@@ -13,12 +13,17 @@
 #include "agent/node/node_state.h"
 #include "collector/proc/dstate_sampler.h"
 #include "collector/sysfs/hw_counters.h"
+#include "collector/sysfs/ib_port_watch.h"
 
 namespace triage::agent {
 
 // This boot's id in the journal's spelling (the one kernel events carry), read from <ProcRoot>'s
 // fixture tree when it has one, else from the real /proc; "unknown-boot" when neither reads.
 std::string read_agent_boot_id(const std::string& proc_root);
+
+// The port thresholds from the agent's rule layers ([ib-port-thresholds default]); errors are
+// logged and leave those thresholds at their defaults.
+collector::IbThresholds load_ib_thresholds(const AgentConfig& cfg);
 
 class NodeFeeds {
  public:
@@ -49,6 +54,7 @@ class NodeFeeds {
   std::unique_ptr<collector::DStateSampler> sampler_;
   std::unique_ptr<collector::HwCounterReader> hw_reader_;
   std::unique_ptr<collector::HwCounterWatch> hw_watch_;
+  std::unique_ptr<collector::IbPortWatch> ib_watch_;
   std::unique_ptr<PeriodicThread> dstate_thread_;
   std::unique_ptr<PeriodicThread> sysfs_thread_;
   std::unique_ptr<KernelIngest> kernel_ingest_;
