@@ -105,6 +105,24 @@ std::optional<BlameVerdict> named_by_vocabulary(const SignatureCatalog& catalog,
   return std::nullopt;
 }
 
+// The primary class's trusted node evidence (its kernel-event kinds, seen by a node's kernel or
+// agent during the job), when the class says whose fault that makes it.
+const Finding* kernel_evidence(const std::vector<Finding>& evidence, const std::string& cls) {
+  const auto it = std::find_if(evidence.begin(), evidence.end(), [&](const Finding& f) {
+    return f.trusted && f.cls == cls && f.source.rfind("kernel:", 0) == 0;
+  });
+  return it == evidence.end() ? nullptr : &*it;
+}
+
+// "port mlx5_0/1 is down (...) on gpu-a017 (its agent, during the job)"
+std::string kernel_basis(const Finding& f) {
+  std::string what = capture(f, "summary");
+  if (what.empty()) what = capture(f, "kind");
+  const std::string port = capture(f, "port");
+  if (!port.empty() && what.find(port) == std::string::npos) what += " (port " + port + ")";
+  return what + " on " + f.host + " (its agent, during the job)";
+}
+
 std::string hardware_basis(const NodeRow& n) {
   const std::string why =
       n.verdict_reasons.empty() ? std::string("drain recommended") : n.verdict_reasons.front();
@@ -129,6 +147,10 @@ BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
   const Blame said = by_log ? *by_log->blame : fallback;
   if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(said))
     return {Blame::kPlatform, hardware_basis(*n), true, ""};
+  if (c != nullptr && c->kernel_blame) {
+    if (const Finding* k = kernel_evidence(t.evidence, c->id))
+      return {*c->kernel_blame, kernel_basis(*k), true, quote(*k)};
+  }
   if (const Finding* oom = kernel_oom(t.evidence)) {
     const std::string constraint = capture(*oom, "constraint");
     if (constraint == "CONSTRAINT_MEMCG") {

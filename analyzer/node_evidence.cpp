@@ -122,6 +122,10 @@ std::vector<TrustedFinding> trusted_findings(const Evidence* evidence,
           f.trusted = true;
           f.captures.emplace_back("kind", e.kind);
           if (!e.summary.empty()) f.captures.emplace_back("summary", e.summary);
+          // The agent's port events name their port (a kernel link line's summary names its
+          // interface).
+          if (const auto p = e.fields.find("port"); p != e.fields.end())
+            f.captures.emplace_back("port", p->second);
           if (e.pid) f.captures.emplace_back("pid", std::to_string(*e.pid));
           if (!e.task.empty()) f.captures.emplace_back("task", e.task);
           if (e.count > 1) f.captures.emplace_back("count", std::to_string(e.count));

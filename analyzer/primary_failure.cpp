@@ -234,6 +234,13 @@ PrimaryEvidence primary_evidence(const FoundClasses& found, int primary,
       }
     }
   }
+  // A node's trusted evidence of the class (its kernel or its agent saw this failure during the
+  // job) is shown beside the log's lines however many those are: it decides the blame.
+  if (po.first == nullptr || !po.first->trusted) {
+    for (const auto& tf : found.trusted) {
+      if (tf.finding.cls == pc.id && out.evidence.size() < 8) out.evidence.push_back(tf.finding);
+    }
+  }
   std::stable_sort(out.evidence.begin(), out.evidence.end(),
                    [](const Finding& a, const Finding& b) {
                      if (a.source != b.source) return a.source == "log";

@@ -346,7 +346,7 @@ const std::set<std::string>& signature_keys() {
       "playbook",     "kernel-event",    "kernel-min-severity",
       "slurm-state",  "explain",         "next",
       "next-if-live", "example",         "counter-example",
-      "blame-when",   "generic"};
+      "blame-when",   "generic",         "kernel-blame"};
   return keys;
 }
 
@@ -462,6 +462,13 @@ std::optional<SignatureClass> load_signature(const RuleSection& sec,
         errors.push_back(sec.error(e, "expected a kernel event kind"));
       } else {
         c.kernel_events.push_back(e.value);
+      }
+    } else if (e.key == "kernel-blame") {
+      const auto b = parse_blame(e.value);
+      if (!b) {
+        errors.push_back(sec.error(e, "unknown blame '" + e.value + "' for kernel-blame"));
+      } else {
+        c.kernel_blame = *b;
       }
     } else if (e.key == "kernel-min-severity") {
       const auto s = parse_severity(e.value);

@@ -101,6 +101,9 @@ struct SignatureClass {
   std::vector<std::string> explains;  // class ids this class causes
   std::vector<std::string> kernel_events;
   Severity kernel_min_severity = Severity::kError;
+  // `kernel-blame`: the blame when a node's trusted evidence of one of `kernel_events` (at
+  // kernel_min_severity or worse) was seen on one of the job's nodes during its window.
+  std::optional<Blame> kernel_blame;
   std::vector<std::string> slurm_states;
   std::string explain;
   struct NextStep {

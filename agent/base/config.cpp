@@ -90,6 +90,7 @@ AgentConfig map_config(const KvConfig& kv) {
   c.rules_dir = kv.get("RulesDir");
   c.proc_root = kv.get("ProcRoot");
   c.sysfs_root = kv.get("SysfsRoot");
+  c.infiniband_dir = kv.get("InfinibandDir");
   c.dstate_interval_ms = kv.get_seconds("DStateSampleInterval") * 1000;
   c.dstate_read_timeout_ms = kv.get_seconds("DStateReadTimeout") * 1000;
   c.dstate_persistent_after_sec = kv.get_seconds("DStatePersistentAfter");
@@ -264,6 +265,9 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "An extra directory of kernel .rules loaded after /etc/slurm/triage.d/."),
       key("ProcRoot", T::kPath, "/proc", "Where /proc is (tests point this at a fixture tree)."),
       key("SysfsRoot", T::kPath, "/sys", "Where /sys is (tests point this at a fixture tree)."),
+      key("InfinibandDir", T::kPath, "",
+          "Where the InfiniBand/RoCE devices are. Empty: <SysfsRoot>/class/infiniband (the dev "
+          "cluster points each node at a fake tree)."),
       key("CgroupRoot", T::kPath, "/sys/fs/cgroup",
           "Where the cgroup tree is, in which the Slurm jobs' cgroups are found (tests point this "
           "at a fixture tree)."),
@@ -279,7 +283,7 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "sample).",
           0, 86400),
       key("SysfsSampleInterval", T::kDuration, "30s",
-          "How often GPU RAS and PCIe AER counters are read.", 1, 86400),
+          "How often GPU RAS and PCIe AER counters and InfiniBand ports are read.", 1, 86400),
       key("SysfsReadTimeout", T::kDuration, "5s",
           "A sysfs read slower than this is a stuck-sysfs-read event.", 1, 600),
       key("MaxStuckReaders", T::kInt, "8",

@@ -60,6 +60,7 @@ struct AgentConfig {
 
   std::string proc_root;
   std::string sysfs_root;
+  std::string infiniband_dir;  // "" = <sysfs_root>/class/infiniband
   int64_t dstate_interval_ms{};
   int64_t dstate_read_timeout_ms{};
   int64_t dstate_persistent_after_sec{};

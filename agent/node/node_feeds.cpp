@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "common/boot_id.h"
+#include "common/rules_file.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 
@@ -23,6 +24,15 @@ std::string boot_id_path(const std::string& proc_root) {
 }
 
 }  // namespace
+
+collector::IbThresholds load_ib_thresholds(const AgentConfig& cfg) {
+  const RulesLoad load = load_rule_layers(agent_rule_layers(cfg));
+  collector::IbThresholdsLoad t = collector::ib_thresholds_from(load.sections);
+  // A bad line keeps that threshold's default; the port evidence is worth more than a stop.
+  for (const InputError& e : t.errors)
+    spdlog::error("InfiniBand port thresholds: {}", e.what());
+  return t.thresholds;
+}
 
 std::string read_agent_boot_id(const std::string& proc_root) {
   // In the journal's spelling (common/boot_id.h normalises it), so that the health check can tell
@@ -57,8 +67,10 @@ void NodeFeeds::start_collectors() {
       cfg_.cgroup_root, std::chrono::seconds(cfg_.dstate_whole_node_interval_sec)});
   hw_reader_ = std::make_unique<collector::HwCounterReader>(collector::HwCounterReader::Options{
       cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms),
-      cfg_.max_stuck_readers});
+      cfg_.max_stuck_readers, cfg_.infiniband_dir});
   hw_watch_ = std::make_unique<collector::HwCounterWatch>(cfg_.node_name, node_.boot_id());
+  ib_watch_ = std::make_unique<collector::IbPortWatch>(cfg_.node_name, node_.boot_id(),
+                                                       load_ib_thresholds(cfg_));
   dstate_thread_ = std::make_unique<PeriodicThread>("dstate", cfg_.dstate_interval_ms, [this] {
     collector::DStateSample s = sampler_->sample(node_.running_pids());
     loop_.post([this, s = std::move(s)]() mutable { node_.on_dstate_sample(std::move(s)); });
@@ -66,6 +78,8 @@ void NodeFeeds::start_collectors() {
   sysfs_thread_ = std::make_unique<PeriodicThread>("sysfs", cfg_.sysfs_interval_ms, [this] {
     collector::SysfsSnapshot snap = hw_reader_->read();
     std::vector<KernelEvent> evs = hw_watch_->update(snap);
+    std::vector<KernelEvent> ib = ib_watch_->update(snap);
+    evs.insert(evs.end(), std::make_move_iterator(ib.begin()), std::make_move_iterator(ib.end()));
     loop_.post([this, snap = std::move(snap), evs = std::move(evs)]() mutable {
       node_.on_sysfs_snapshot(std::move(snap), std::move(evs));
     });

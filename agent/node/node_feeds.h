@@ -13,6 +13,7 @@
 #include "agent/node/node_state.h"
 #include "collector/proc/dstate_sampler.h"
 #include "collector/sysfs/hw_counters.h"
+#include "collector/sysfs/ib_port_watch.h"
 
 namespace triage::agent {
 
@@ -21,6 +22,10 @@ namespace triage::agent {
 std::string read_agent_boot_id(const std::string& proc_root);
 // The same from `boot_id_file` (BootIdFile) when it is set, else from under `proc_root`.
 std::string read_agent_boot_id(const std::string& proc_root, const std::string& boot_id_file);
+
+// The port thresholds from the agent's rule layers ([ib-port-thresholds default]); errors are
+// logged and leave those thresholds at their defaults.
+collector::IbThresholds load_ib_thresholds(const AgentConfig& cfg);
 
 class NodeFeeds {
  public:
@@ -51,6 +56,7 @@ class NodeFeeds {
   std::unique_ptr<collector::DStateSampler> sampler_;
   std::unique_ptr<collector::HwCounterReader> hw_reader_;
   std::unique_ptr<collector::HwCounterWatch> hw_watch_;
+  std::unique_ptr<collector::IbPortWatch> ib_watch_;
   std::unique_ptr<PeriodicThread> dstate_thread_;
   std::unique_ptr<PeriodicThread> sysfs_thread_;
   std::unique_ptr<KernelIngest> kernel_ingest_;

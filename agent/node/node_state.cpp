@@ -10,6 +10,7 @@
 #include "agent/node/attribution.h"
 #include "collector/health/node_health.h"
 #include "collector/kernel_pipeline.h"
+#include "collector/sysfs/ib_judgement.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -255,6 +256,11 @@ void NodeState::on_sysfs_snapshot(collector::SysfsSnapshot snapshot,
   sysfs_ = std::move(snapshot);
   changed();
   if (!events.empty()) apply(std::move(events), "", nullptr);
+}
+
+std::vector<std::string> NodeState::ib_ports_down_now() const {
+  if (!sysfs_) return {};
+  return collector::ib_ports_down(sysfs_->ib);
 }
 
 void NodeState::load_jobs_from_spool() {

@@ -87,6 +87,10 @@ class NodeState {
   const std::optional<collector::SysfsSnapshot>& sysfs() const { return sysfs_; }
   const Stats& stats() const { return stats_; }
 
+  // The InfiniBand/RoCE ports of this node that are down right now ("mlx5_0/1"), from the latest
+  // sysfs snapshot (at most SysfsSampleInterval old); empty before the first one. Loop thread.
+  std::vector<std::string> ib_ports_down_now() const;
+
  private:
   void normalize(KernelEvent& e) const;
   void count_event(const KernelEvent& e, const KernelEvent* previous);

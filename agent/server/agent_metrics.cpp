@@ -7,6 +7,7 @@
 
 #include "agent/net/metrics_text.h"
 #include "collector/health/node_health.h"
+#include "collector/sysfs/ib_judgement.h"
 #include "common/build_config.h"
 #include "common/time_util.h"
 
@@ -93,6 +94,28 @@ void pcie_aer(Page& p, const collector::SysfsSnapshot& sysfs) {
                "PCIe AER error counters of every device.");
     p.m.sample("triage_pcie_aer_errors_total",
                p.with({{"device", a.device}, {"severity", a.severity}}), a.total);
+  }
+}
+
+// Per InfiniBand/RoCE port, never per job: a port serves every job on the node.
+void ib_ports(Page& p, const collector::SysfsSnapshot& sysfs) {
+  for (const auto& port : sysfs.ib) {
+    const Labels labels = p.with({{"device", port.device}, {"port", port.port}});
+    p.m.family("triage_ib_port_up", "gauge",
+               "1 while the InfiniBand/RoCE port is ACTIVE and LinkUp (sysfs), else 0.");
+    p.m.sample("triage_ib_port_up", labels,
+               static_cast<uint64_t>(collector::ib_port_down(port) || port.state.empty() ? 0 : 1));
+    if (port.rate_gbps) {
+      p.m.family("triage_ib_port_rate_gbps", "gauge", "The port's link rate in Gb/s (sysfs rate).");
+      p.m.sample("triage_ib_port_rate_gbps", labels, *port.rate_gbps);
+    }
+    for (const auto& [counter, value] : port.counters) {
+      p.m.family("triage_ib_port_errors_total", "counter",
+                 "The port's error counters (sysfs counters/ and hw_counters/), by name.");
+      p.m.sample("triage_ib_port_errors_total",
+                 p.with({{"device", port.device}, {"port", port.port}, {"counter", counter}}),
+                 value);
+    }
   }
 }
 
@@ -307,6 +330,7 @@ std::string render_agent_metrics(const AgentMetricsSources& in) {
   if (node.sysfs()) {
     gpu_ras(p, *node.sysfs());
     pcie_aer(p, *node.sysfs());
+    ib_ports(p, *node.sysfs());
     sysfs_reader(p, *node.sysfs());
   }
   kernel_source(p, in.kernel);

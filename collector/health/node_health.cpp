@@ -119,6 +119,11 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
       const int64_t last = std::max(e.last_usec, e.time_usec);
       const bool recent = last == 0 || last >= window_start;
       if (e.action == "none") continue;  // the catalog says this is not the node's fault
+      // A port that came back counts no more; if it keeps going down, the flap rule says so.
+      if (e.kind == "ib-port-down") {
+        const auto st = e.fields.find("state");
+        if (st != e.fields.end() && st->second == "ACTIVE") continue;
+      }
       if (e.kind == "dstate-pileup") {
         pileups.push_back(&e);
         continue;
@@ -160,7 +165,8 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
                  e.kind == "gpu-driver-oops" || e.kind == "gpu-hardware-error" ||
                  e.kind == "soft-lockup" || e.kind == "rcu-stall" || e.kind == "mce" ||
                  e.kind == "link-down" || e.kind == "nic-init-failure" || e.kind == "nfs-timeout" ||
-                 e.kind == "lustre-error") {
+                 e.kind == "lustre-error" || e.kind == "ib-port-down" || e.kind == "ib-port-flap" ||
+                 e.kind == "ib-port-errors" || e.kind == "ib-port-rate") {
         // A file system this node cannot reach stalls the jobs placed on it as surely as a
         // failing part does, whoever's fault the outage is.
         f.add(kDegraded, describe(e), e.action.empty() ? "investigate" : e.action, e.id);

@@ -7,7 +7,9 @@
 //                      severity or worse), repeated resets, D-state pile-up in amdgpu paths
 //                      that only a reboot clears: action reboot-at-job-boundary)
 //   degraded           worth watching (correctable errors, one reset, stuck sysfs reads, an
-//                      unreachable file system, ...)
+//                      unreachable file system, an InfiniBand port down now, port errors, ...);
+//                      the port events' actions come from rules/ib-ports.rules (a flapping
+//                      port: drain)
 //   healthy            nothing of the above
 #pragma once
 

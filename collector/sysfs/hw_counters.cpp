@@ -194,6 +194,13 @@ SysfsSnapshot HwCounterReader::read() {
   snap.skipped = results->skipped;
   for (size_t i : report.not_reached)
     snap.skipped.push_back((*items)[i].path);
+  // The ports go through the same reader: one stuck list, one cap on stuck threads.
+  IbRead ib = read_ib_ports(reader_, options_.infiniband_dir.empty()
+                                         ? options_.sysfs_root + "/class/infiniband"
+                                         : options_.infiniband_dir);
+  snap.ib = std::move(ib.ports);
+  snap.errors.insert(snap.errors.end(), ib.errors.begin(), ib.errors.end());
+  snap.skipped.insert(snap.skipped.end(), ib.skipped.begin(), ib.skipped.end());
   snap.stuck = reader_.stuck_reads();
   return snap;
 }

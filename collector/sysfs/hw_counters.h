@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collector/io/guarded_reader.h"
+#include "collector/sysfs/ib_ports.h"
 #include "common/model.h"
 
 namespace triage::collector {
@@ -38,6 +39,7 @@ struct SysfsSnapshot {
   int64_t time_usec = 0;
   std::vector<RasCounter> ras;
   std::vector<AerCounter> aer;
+  std::vector<IbPort> ib;            // InfiniBand / RoCE ports (collector/sysfs/ib_ports.h)
   std::vector<StuckRead> stuck;      // reads that have not returned (this snapshot or before)
   std::vector<std::string> skipped;  // files not read because a reader is stuck on them
   std::vector<std::string> errors;   // "path: problem" for unreadable or malformed files
@@ -57,6 +59,8 @@ class HwCounterReader {
     std::string sysfs_root = "/sys";
     std::chrono::milliseconds read_timeout{5000};
     size_t max_stuck = 8;
+    // Where the InfiniBand devices are; "" means <sysfs_root>/class/infiniband.
+    std::string infiniband_dir;
   };
   explicit HwCounterReader(Options options);
 

@@ -173,6 +173,39 @@ TEST(DecideBlame, AnNcclTimeoutWithAGpuOffTheBusOnNode3IsThePlatforms) {
             "(its kernel, during the job). Resubmit; gpu-a017 is recommended for drain.");
 }
 
+// Issue 27: a port of one of the job's nodes went down during the job (its agent read it in
+// sysfs); the NCCL class's `kernel-blame` makes that the platform's, naming node and port.
+TEST(DecideBlame, AnNcclFailureWithAPortDownOnOneOfItsNodesIsThePlatformsNamingNodeAndPort) {
+  Triage t = failed_with("nccl-timeout", "NCCL/RCCL collective failure or timeout");
+  Finding port;
+  port.cls = "nccl-timeout";
+  port.source = "kernel:gpu-a017";
+  port.host = "gpu-a017";
+  port.trusted = true;
+  port.text = "/sys/class/infiniband/mlx5_0/ports/1: state DOWN, phys_state Disabled";
+  port.captures = {{"kind", "ib-port-down"},
+                   {"summary", "port mlx5_0/1 is down (state DOWN, phys_state Disabled)"},
+                   {"port", "mlx5_0/1"}};
+  t.evidence = {
+      log_line(90, "NCCL WARN Net : Call to recv from 10.0.0.2<4242> failed : Broken pipe"), port};
+  t.nodes = {node("gpu-a016", "healthy", ""),
+             node("gpu-a017", "degraded", "port mlx5_0/1 is down")};
+  const BlameVerdict v = decide_blame(t, cat());
+  ASSERT_TRUE(v.blame);
+  EXPECT_EQ(*v.blame, Blame::kPlatform);
+  EXPECT_TRUE(v.trusted);
+  EXPECT_EQ(v.basis,
+            "port mlx5_0/1 is down (state DOWN, phys_state Disabled) on gpu-a017 (its agent, "
+            "during the job)");
+  EXPECT_EQ(blame_summary(t, v),
+            "Not your code: NCCL/RCCL collective failure or timeout (port mlx5_0/1 is down "
+            "(state DOWN, phys_state Disabled) on gpu-a017 (its agent, during the job)). "
+            "Resubmit.");
+
+  t.evidence.pop_back();
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUnknown) << "without the port: the default";
+}
+
 TEST(DecideBlame, ADrainHintFromTheLogAloneDoesNotOverride) {
   Triage t = failed_with("nccl-timeout", "NCCL/RCCL collective failure or timeout");
   t.nodes = {node("gpu-a017", "drain-recommended", "the log says so", /*from_agent=*/false)};

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "test_support.h"
 
 namespace triage {
@@ -193,6 +195,42 @@ TEST(Diagnosis, AWholeKernelOomReportIsQuotedByTheLineThatNamesTheKilledRank) {
   ASSERT_FALSE(r.t.evidence.empty());
   EXPECT_EQ(r.t.evidence.front().text.rfind("oom-kill:constraint=CONSTRAINT_MEMCG", 0), 0u)
       << r.t.evidence.front().text;
+}
+
+// Issue 27 through the whole diagnosis: many NCCL lines in the log, and the agent of the second
+// node saw its port go down during the job. The port event is shown among the evidence however
+// many log lines there are, and makes the failure the platform's.
+TEST(Diagnosis, APortDownOnOneNodeDuringAnNcclFailureIsShownAndBlamedOnThePlatform) {
+  std::string log = stamped_steps(0, 20, kT0);
+  for (int i = 0; i < 12; ++i)
+    log +=
+        "1: gpu-a018:4242:4300 [0] NCCL WARN Net : Call to recv from 10.0.0.2<4242> failed : "
+        "Broken pipe\n";
+  Evidence ev;
+  ev.job.job_id = 78;
+  ev.job.state = "FAILED";
+  NodeEvidence n;
+  n.host = "gpu-a018";
+  KernelEvent e;
+  e.kind = "ib-port-down";
+  e.severity = Severity::kError;
+  e.host = n.host;
+  e.device = "mlx5_0/1";
+  e.fields["port"] = "mlx5_0/1";
+  e.summary = "port mlx5_0/1 was down for 6 s, then came back (state ACTIVE, phys_state LinkUp)";
+  e.time_usec = (kT0 + 150) * kSec;
+  e.lines = {"/sys/class/infiniband/mlx5_0/ports/1: down 6 s, now state ACTIVE"};
+  n.events.push_back(e);
+  ev.nodes.push_back(n);
+  const Diagnosed r = diagnose_text(log, "FAILED", kT0 + 86400, &ev);
+  EXPECT_EQ(r.t.primary_failure, "nccl-timeout");
+  ASSERT_TRUE(r.t.blame);
+  EXPECT_EQ(*r.t.blame, Blame::kPlatform);
+  EXPECT_TRUE(r.t.blame_trusted);
+  EXPECT_NE(r.t.blame_basis.find("port mlx5_0/1"), std::string::npos) << r.t.blame_basis;
+  EXPECT_NE(r.t.blame_basis.find("gpu-a018"), std::string::npos) << r.t.blame_basis;
+  EXPECT_TRUE(std::any_of(r.t.evidence.begin(), r.t.evidence.end(),
+                          [](const Finding& f) { return f.source == "kernel:gpu-a018"; }));
 }
 
 TEST(Diagnosis, AnOomKillThatSparedTheRanksIsEvidenceButDoesNotOverrideTheLog) {

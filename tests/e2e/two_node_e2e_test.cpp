@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -51,6 +53,67 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
       << second->dump();
 }
 
+// Issue 27, part 1: the second node's InfiniBand port flaps (down 3 s, then back) while a two-node
+// job runs; then both ranks fail with NCCL's network error. The second node's agent read the port
+// in its fake sysfs tree (scripts/dev-cluster's `ib` verb moves it), so the report blames the
+// platform on trusted evidence and names the node and the port. Before the Xid 79 of the next
+// test, which makes the second node drain-recommended (and that decides blame first).
+void write_active_port(const std::string& ib_dir) {
+  const std::filesystem::path p = std::filesystem::path(ib_dir) / "mlx5_0/ports/1";
+  std::filesystem::create_directories(p / "counters");
+  std::ofstream(p / "state") << "4: ACTIVE\n";
+  std::ofstream(p / "phys_state") << "5: LinkUp\n";
+  std::ofstream(p / "rate") << "400 Gb/sec (4X NDR)\n";
+  std::ofstream(p / "counters/link_downed") << "0\n";
+}
+
+void ib(const SlurmCluster& c, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {
+      "env", "TRIAGE_DEV_STATE=" + c.state_dir(),
+      (std::filesystem::path(slurm_cluster_script()).parent_path() / "dev-cluster").string(), "ib"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const CommandResult r = c.as_root(argv);
+  ASSERT_TRUE(r.ok()) << r.output;
+}
+
+TEST(TwoNodes, APortThatFlapsDuringAnNcclFailureIsThePlatformsNamingNodeAndPort) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  for (const std::string& n : c.nodes())
+    write_active_port(c.state_dir() + "/ib/" + n);
+  const LayoutJob j = submit_layout_job(
+      c, "ib-flap", "ib-flap",
+      std::string(kStepLines) +
+          "\nsrun bash -c 'for i in $(seq 1 120); do [ -e go ] && break; sleep 0.5; done; "
+          "echo \"$SLURM_PROCID: $(hostname):4242:4300 [0] NCCL WARN Net : Call to recv from "
+          "127.0.0.2<4242> failed : Broken pipe\"; exit 1'",
+      {"-N", "2", "--ntasks-per-node", "1"});
+  c.wait_running(j.id);
+  const std::string& second = c.nodes()[1];
+  ib(c, {second, "mlx5_0", "1", "state", "DOWN"});
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // SysfsSampleInterval=1s: seen down
+  ib(c, {second, "mlx5_0", "1", "state", "ACTIVE"});
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // and back up
+  std::ofstream(j.dir + "/go") << "";
+  EXPECT_EQ(c.wait_job(j.id), "FAILED") << c.logs();
+  wait_for_analysis(c, j.id, c.nodes()[0]);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r.value("primary_failure", ""), "nccl-timeout") << r.dump(1);
+  EXPECT_EQ(r.value("blame", ""), "platform") << r.dump(1);
+  EXPECT_EQ(r.value("blame_trusted", false), true);
+  const std::string basis = r.value("blame_basis", "");
+  EXPECT_NE(basis.find("port mlx5_0/1"), std::string::npos) << basis;
+  EXPECT_NE(basis.find(second), std::string::npos) << basis;
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("port mlx5\\_0/1"), std::string::npos) << md;  // Markdown escapes the '_'
+  EXPECT_NE(md.find("Not your code"), std::string::npos) << md;
+  const json* node = node_entry(r, second);
+  ASSERT_NE(node, nullptr) << r["nodes"].dump(1);
+  bool port_event = false;
+  for (const auto& e : (*node)["kernel_events"])
+    port_event = port_event || e.get<std::string>().rfind("ib-port-down", 0) == 0;
+  EXPECT_TRUE(port_event) << node->dump(1);
+}
+
 // Issue 15's corroboration across nodes: a two-node job that asked for --triage-on-hang=cancel
 // prints steps for 12 s and then sleeps; meanwhile the second node's kernel says its GPU fell off
 // the bus. When the batch host flags the stall it asks the other node, whose Xid backs the
@@ -77,6 +140,7 @@ TEST(TwoNodes, AStallBackedByTheOtherNodesKernelIsCancelledAtTheFirstFlag) {
   EXPECT_TRUE(from_peer) << live.dump(1);
 }
 
+// Last: it stops the second node's agent for the rest of the run.
 TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
   SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
   c.stop_daemon("agent-" + c.nodes()[1]);
@@ -101,8 +165,12 @@ int main(int argc, char** argv) {
   options.nodes = 2;
   options.plugin_more = "hang_action=allow";
   options.agent_settings = {
-      "EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",
+      "EvidenceSettleDelay=1s",
+      "PeerFetchTimeout=3s",
+      "KernelSource=file",
       "KernelPath=@STATE@/kernel-@NODE@.log",
+      "InfinibandDir=@STATE@/ib/@NODE@",
+      "SysfsSampleInterval=1s",
       "HangStallMin=" + std::to_string(triage::testing::kStallMinSeconds) + "s"};
   return triage::testing::run_with_cluster(argc, argv, "two_node_e2e_tests", options,
                                            &triage::testing::g_env);
