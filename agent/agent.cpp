@@ -300,17 +300,11 @@ LiveMonitor::Hooks Agent::live_hooks() {
   return h;
 }
 
-std::vector<std::string> Agent::ports_down_now() const {
-  // Network ports are not read yet (issue 27, part 1): when they are, this returns the node's
-  // ports that are down right now ("mlx5_0/1"), from what the port reader last saw.
-  return {};
-}
-
 nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus) {
   // Only what the agent already holds: the prolog waits at most 50 ms for this answer.
   PreflightFacts facts;
   facts.verdict = health_.verdict();
-  facts.ports_down = ports_down_now();
+  facts.ports_down = node_.ib_ports_down_now();
   if (const auto& d = node_.dstate()) facts.leftovers = stuck_leftovers(*d, node_.jobs());
   facts.gpus_expected = parse_job_gpus(gpus);
   const PreflightAnswer a = decide_preflight(facts);

@@ -123,7 +123,6 @@ class Agent {
   nlohmann::json health_on_loop();
   // The "preflight" op (agent/health/preflight.h) and the facts only the frame can gather.
   nlohmann::json preflight_on_loop(uint64_t job_id, const std::string& gpus);
-  std::vector<std::string> ports_down_now() const;
   // Marks the refused job's AdminComment "triage-refused=<node>:<reason>"
   // (agent/slurm/job_comment.h).
   void record_refusal(uint64_t job_id, const std::string& reason);
