@@ -23,7 +23,9 @@ struct DeliveryReport {
 };
 
 // Sends `line` (one JSON object ending in '\n') and waits at most `timeout_ms` in total for
-// {"ok":true}. Returns true when acknowledged; otherwise `why` says what went wrong.
+// {"ok":true}: on the agent's root socket (`socket_path` + kRootSocketSuffix) when it can connect
+// there, else on `socket_path`. Returns true when acknowledged; otherwise `why` says what went
+// wrong.
 bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,
                    size_t why_len) noexcept;
 
