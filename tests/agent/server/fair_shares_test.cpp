@@ -497,8 +497,12 @@ TEST(FairShares, AScrapeBeyondHttpMaxScrapesIsAnswered503WithRetryAfter) {
 // The lowest descriptor number free in this process (the agent's, in-process).
 int lowest_free_fd() {
   const int fd = ::dup(0);
-  if (fd >= 0) ::close(fd);
-  return fd;
+  int number = -1;
+  if (fd >= 0) {
+    number = fd;
+    ::close(fd);
+  }
+  return number;
 }
 
 // The process runs out of descriptors (RLIMIT_NOFILE lowered to what it holds, plus two): the
