@@ -514,8 +514,10 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
   h.start();
   const std::string path = h.socket();
   ASSERT_EQ(socket_json(path, {{"op", "ping"}})["ok"], true);
-  // The clients live in a child, whose descriptors are its own: it connects twice and holds both
-  // (the agent's last two descriptors), then a third time, and reports what that one read.
+  // The clients live in a child, whose descriptors are its own: it connects and holds each
+  // connection the agent keeps (the agent's last free descriptors; its other threads may free or
+  // take one meanwhile, so the exact number is not known) until one is closed at once, and
+  // reports how many it held and how long the closed one took.
   int go[2];
   int out[2];
   ASSERT_EQ(::pipe(go), 0);
@@ -526,17 +528,20 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
     ::close(out[0]);
     char c = 0;
     if (::read(go[0], &c, 1) != 1) ::_exit(1);
-    std::string report;
-    const int a = connect_unix(path);
-    const int b = connect_unix(path);
-    const auto t0 = std::chrono::steady_clock::now();
-    const int third = connect_unix(path);
-    pollfd p{third, POLLIN, 0};
-    const bool answered = third >= 0 && ::poll(&p, 1, 5000) == 1;
-    char buf[256];
-    const ssize_t n = answered ? ::read(third, buf, sizeof buf) : -1;
-    report = std::to_string(a >= 0 && b >= 0) + " " + std::to_string(n) + " " +
-             std::to_string(ms_since(t0)) + "\n";
+    std::vector<int> held;
+    std::string report = "none";
+    for (int k = 0; k < 10; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const int fd = connect_unix(path);
+      pollfd p{fd, POLLIN, 0};
+      char buf[256];
+      if (fd >= 0 && ::poll(&p, 1, 500) == 1 && ::read(fd, buf, sizeof buf) == 0) {
+        report = std::to_string(held.size()) + " " + std::to_string(ms_since(t0));
+        break;
+      }
+      held.push_back(fd);
+    }
+    report += "\n";
     (void)!::write(out[1], report.data(), report.size());
     // Held until the parent has looked at the agent.
     (void)!::read(go[0], &c, 1);
@@ -547,7 +552,7 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   // Descriptors above the lowest free one (ours, the agent's threads') stay open; the agent can
-  // take two more clients and no third.
+  // take about two more clients.
   rlimit low = saved;
   low.rlim_cur = static_cast<rlim_t>(lowest_free_fd() + 2);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
@@ -565,13 +570,12 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
   ::waitpid(child, nullptr, 0);
 
   std::istringstream fields(report);
-  int held = 0;
-  long third_read = -2;
-  double third_ms = 0;
-  fields >> held >> third_read >> third_ms;
-  EXPECT_EQ(held, 1) << report;
-  EXPECT_EQ(third_read, 0) << "the third client is closed, not left waiting: " << report;
-  EXPECT_LT(third_ms, 1000) << report;
+  int held = -1;
+  double closed_ms = 0;
+  fields >> held >> closed_ms;
+  ASSERT_GE(held, 0) << "no client was closed at once: " << report;
+  EXPECT_LE(held, 4) << "the agent took clients beyond its descriptors: " << report;
+  EXPECT_LT(closed_ms, 500) << report;
   EXPECT_EQ(metric_value(
                 during, R"(triage_socket_refused_connections_total{host="node001",reason="full"})"),
             1)
