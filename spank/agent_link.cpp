@@ -86,10 +86,14 @@ bool reply_is_ok(std::string_view reply) noexcept {
   return slice(reply, i, 4) == "true";
 }
 
-bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_view line,
-                         char* reply, size_t reply_len, std::string_view* answer, char* why,
-                         size_t why_len) noexcept {
-  const int64_t deadline = now_ms() + timeout_ms;
+namespace {
+
+// One exchange with whoever listens at `socket_path`, until `deadline`. `*reached` says whether
+// the agent was reached (connected, the listener root or ourselves), whatever happened next.
+bool exchange_at(const char* socket_path, int64_t deadline, std::string_view line, char* reply,
+                 size_t reply_len, std::string_view* answer, char* why, size_t why_len,
+                 bool* reached) noexcept {
+  *reached = false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   const size_t plen = std::strlen(socket_path);
@@ -139,6 +143,7 @@ bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_vi
     set_why(why, why_len, msg, 0);
     return false;
   }
+  *reached = true;
 
   size_t sent = 0;
   while (sent < line.size()) {
@@ -188,6 +193,29 @@ bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_vi
       return false;
     }
   }
+}
+
+}  // namespace
+
+bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_view line,
+                         char* reply, size_t reply_len, std::string_view* answer, char* why,
+                         size_t why_len) noexcept {
+  const int64_t deadline = now_ms() + timeout_ms;
+  bool reached = false;
+  // The root socket first (a user's connection flood cannot queue ahead of us there); when it
+  // is not there or not the agent's (an older agent, a path too long for it), the shared one
+  // with the time left. An agent reached there that did not answer is not asked twice.
+  char root_path[kMaxPathBytes + kRootSocketSuffix.size()];
+  const size_t plen = std::strlen(socket_path);
+  if (plen + kRootSocketSuffix.size() < sizeof(root_path)) {
+    std::memcpy(root_path, socket_path, plen);
+    std::memcpy(root_path + plen, kRootSocketSuffix.data(), kRootSocketSuffix.size());
+    root_path[plen + kRootSocketSuffix.size()] = '\0';
+    if (exchange_at(root_path, deadline, line, reply, reply_len, answer, why, why_len, &reached))
+      return true;
+    if (reached) return false;
+  }
+  return exchange_at(socket_path, deadline, line, reply, reply_len, answer, why, why_len, &reached);
 }
 
 bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,

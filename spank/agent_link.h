@@ -22,9 +22,10 @@ struct DeliveryReport {
   char why[512] = {};  // the socket failure (and the inbox failure, when lost)
 };
 
-// Connects to the agent at `socket_path` (refusing a listener that is neither root nor us), sends
-// `line` and reads the first line of its answer into `reply` (at most `reply_len` bytes), all
-// within `timeout_ms`. On success `answer` is that line (without its newline, inside `reply`);
+// Connects to the agent (its root socket, `socket_path` + kRootSocketSuffix, first; `socket_path`
+// when that is not there; a listener that is neither root nor us is refused), sends `line` and
+// reads the first line of its answer into `reply` (at most `reply_len` bytes), all within
+// `timeout_ms`. On success `answer` is that line (without its newline, inside `reply`);
 // otherwise `why` says what went wrong.
 bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_view line,
                          char* reply, size_t reply_len, std::string_view* answer, char* why,
@@ -35,7 +36,9 @@ bool exchange_with_agent(const char* socket_path, int timeout_ms, std::string_vi
 bool reply_is_ok(std::string_view reply) noexcept;
 
 // Sends `line` (one JSON object ending in '\n') and waits at most `timeout_ms` in total for
-// {"ok":true}. Returns true when acknowledged; otherwise `why` says what went wrong.
+// {"ok":true}: on the agent's root socket (`socket_path` + kRootSocketSuffix) when it can connect
+// there, else on `socket_path`. Returns true when acknowledged; otherwise `why` says what went
+// wrong.
 bool send_to_agent(const char* socket_path, int timeout_ms, std::string_view line, char* why,
                    size_t why_len) noexcept;
 

@@ -40,6 +40,9 @@ inline constexpr int kMaxRequeues = 10;
 bool parse_requeue_count(const char* value, int* out) noexcept;
 
 inline constexpr std::string_view kDefaultSocket = "/run/slurm-triage/agent.sock";
+// The agent's root-only socket is the socket's path with this appended (agent/server/socket_api.h
+// has the same rule); the plugin sends there first.
+inline constexpr std::string_view kRootSocketSuffix = ".root";
 inline constexpr std::string_view kDefaultInbox = "/var/spool/slurm-triage/inbox";
 inline constexpr int kDefaultTimeoutMs = 10;
 inline constexpr size_t kMaxPathBytes = 4096;

@@ -229,14 +229,22 @@ void socket(Page& p, const SocketApi& socket) {
   for (const auto& [why, n] : s.rejected)
     p.m.sample("triage_socket_rejected_total", p.with({{"reason", why}}), n);
   if (const StreamServer* server = socket.server()) {
+    // SocketPath and the root socket beside it, counted as one.
+    const StreamServer* root = socket.root_server();
     p.single("triage_socket_clients", "gauge", "Connected socket clients.",
-             as_count(server->connections()));
-    refusals(p, "triage_socket_refused_connections_total",
-             "Socket connections refused (per-uid: the uid holds its share; full: no slot left) "
-             "or cut off (idle: no complete request in time; slow: the answer not read in time).",
-             *server, {"per-uid", "full", "idle", "slow"});
+             as_count(server->connections() + (root != nullptr ? root->connections() : 0)));
+    const char* name = "triage_socket_refused_connections_total";
+    p.m.family(
+        name, "counter",
+        "Socket connections refused (per-uid: the uid holds its share; full: no slot left) "
+        "or cut off (idle: no complete request in time; slow: the answer not read in time).");
+    for (const char* why : {"per-uid", "full", "idle", "slow"}) {
+      p.m.sample(name, p.with({{"reason", why}}),
+                 refusal_count(*server, why) + (root != nullptr ? refusal_count(*root, why) : 0));
+    }
     p.single("triage_socket_timeouts_total", "counter",
-             "Socket clients dropped for idling or not reading (idle + slow).", timeouts(*server));
+             "Socket clients dropped for idling or not reading (idle + slow).",
+             timeouts(*server) + (root != nullptr ? timeouts(*root) : 0));
   }
   p.m.family("triage_inbox_files_total", "counter", "Inbox files applied or refused.");
   p.m.sample("triage_inbox_files_total", p.with({{"result", "applied"}}), s.inbox_applied);
@@ -253,8 +261,9 @@ void http(Page& p, const HttpApi& http) {
     refusals(p, "triage_http_refused_connections_total",
              "HTTP connections refused (per-address: the address holds its share; full: no slot "
              "left; scrapes: HttpMaxScrapes /metrics answers in flight) or cut off (idle: no "
-             "complete request in time; slow: the answer not read in time).",
-             *server, {"per-address", "full", "idle", "slow"});
+             "complete request in time; slow: the answer not read in time; displaced: no request "
+             "yet when a newer connection needed the slot).",
+             *server, {"per-address", "full", "idle", "slow", "displaced"});
     p.m.sample("triage_http_refused_connections_total", p.with({{"reason", "scrapes"}}),
                http.stats().scrapes_refused);
   }

@@ -86,14 +86,24 @@ HttpApi::HttpApi(const AgentConfig& cfg, EventLoop& loop, NodeState& node,
 void HttpApi::open() {
   StreamServer::Options options;
   options.name = "http";
-  // No reservation: nobody is known to be privileged before the request is read.
+  // No reservation: nobody is known to be privileged before the request is read; displacement
+  // (below) stands in for it.
   options.shares = {cfg_.http_max_connections, 0, cfg_.http_max_connections_per_address};
   options.per_peer_reason = "per-address";
   options.request_timeout_ms = cfg_.http_timeout_ms;
   options.idle_timeout = false;
   options.write_timeout_ms = cfg_.http_write_timeout_ms;
+  // Who a client is shows only in its request (a munge credential), so a connection that has not
+  // sent one yet gives way to a newer one: idle connections from an address cannot keep out a
+  // peer agent at that address, whose request comes with its connect (docs/security.md).
+  options.displace_waiting = true;
+  // A LAN's bandwidth-delay product, doubled by the kernel: a peer's evidence still flows at line
+  // rate, and 128 unread answers cannot pin 4 MiB of kernel memory each.
+  options.send_buffer = 64 * 1024;
   StreamServer::Policy policy;
   policy.refusal = [this](const StreamServer::Conn& c, const std::string& reason) {
+    if (reason == "displaced")
+      return busy_response("no request came on this connection and a newer one needed its slot");
     const std::string why = reason == "per-address"
                                 ? "too many connections from " + c.address + " (at most " +
                                       std::to_string(cfg_.http_max_connections_per_address) +

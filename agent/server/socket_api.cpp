@@ -40,7 +40,9 @@ std::string dump_line(const nlohmann::json& j) {
   return s;
 }
 
-UniqueFd listen_unix(const std::string& path) {
+// `mode`: 0666 for SocketPath (anyone may connect; what a peer may do is decided per request from
+// SO_PEERCRED), 0600 for the root socket (connecting needs write permission on it).
+UniqueFd listen_unix(const std::string& path, mode_t mode) {
   const auto [dir, base] = split_dir_base(path);
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) {
@@ -62,11 +64,13 @@ UniqueFd listen_unix(const std::string& path) {
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) throw_errno("socket", errno);
+  // Linux gives the bound file the socket inode's mode (less the umask): a root socket is never
+  // connectable by others, not even between bind and chmod.
+  if (::fchmod(fd.get(), mode) != 0) throw_errno("fchmod socket", errno);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     throw_errno("bind " + path, errno);
   }
-  // Anyone may connect; what a peer may do is decided per request from SO_PEERCRED.
-  if (::chmod(path.c_str(), 0666) != 0) throw_errno("chmod " + path, errno);
+  if (::chmod(path.c_str(), mode) != 0) throw_errno("chmod " + path, errno);
   // A deep backlog: the plugin gives up at once (to the inbox) when it is full, and a user's
   // connection flood should meet the agent's refusal, not a full queue (the kernel caps this at
   // net.core.somaxconn).
@@ -121,12 +125,49 @@ void SocketApi::open() {
            "\"}\n";
   };
   server_ = std::make_unique<StreamServer>(
-      loop_, options, [this](StreamServer::Conn& c) { return on_input(c); }, std::move(policy));
-  server_->serve(listen_unix(cfg_.socket_path));
+      loop_, options, [this](StreamServer::Conn& c) { return on_input(*server_, c); },
+      std::move(policy));
+  server_->serve(listen_unix(cfg_.socket_path, 0666));
+  open_root_socket(options);
+}
+
+void SocketApi::open_root_socket(const StreamServer::Options& socket_options) {
+  const std::string path = cfg_.socket_path + std::string(kRootSocketSuffix);
+  StreamServer::Options options = socket_options;
+  options.name = "root socket";
+  // Root only (the file's mode); anyone else who reaches it (a mode changed by hand) holds no
+  // share here and is refused at once.
+  options.shares = {cfg_.socket_max_clients, 0, 0};
+  StreamServer::Policy policy;
+  policy.classify = [](const StreamServer::Conn& c) {
+    return SharePeer{"uid " + std::to_string(c.uid), c.has_cred && c.uid == 0};
+  };
+  policy.refusal = [this](const StreamServer::Conn& c, const std::string& reason) {
+    const std::string why =
+        reason == "per-uid"
+            ? "this socket is root's; uid " + std::to_string(c.uid) + " uses " + cfg_.socket_path
+            : "the agent serves as many connections as it can (" +
+                  std::to_string(cfg_.socket_max_clients) + ")";
+    return R"({"ok":false,"error":"connection refused: )" + why + R"(","refused":")" + reason +
+           "\"}\n";
+  };
+  UniqueFd fd;
+  try {
+    fd = listen_unix(path, 0600);
+  } catch (const std::exception& e) {
+    spdlog::warn("root socket {}: {}; the plugin uses {} alone", log_text(path), log_text(e.what()),
+                 cfg_.socket_path);
+    return;
+  }
+  root_server_ = std::make_unique<StreamServer>(
+      loop_, options, [this](StreamServer::Conn& c) { return on_input(*root_server_, c); },
+      std::move(policy));
+  root_server_->serve(std::move(fd));
 }
 
 void SocketApi::stop() {
   if (server_) server_->stop();
+  if (root_server_) root_server_->stop();
 }
 
 void SocketApi::watch_inbox() {
@@ -154,7 +195,7 @@ void SocketApi::watch_inbox() {
   });
 }
 
-bool SocketApi::on_input(StreamServer::Conn& c) {
+bool SocketApi::on_input(StreamServer& server, StreamServer::Conn& c) {
   size_t nl = 0;
   size_t handled = 0;
   while ((nl = c.in.find('\n')) != std::string::npos) {
@@ -191,14 +232,14 @@ bool SocketApi::on_input(StreamServer::Conn& c) {
         }
       }
     }
-    server_->send(c, dump_line(response));
-    server_->touch(c);
+    server.send(c, dump_line(response));
+    server.touch(c);
   }
   if (c.in.size() > kMaxRequest) {
     // Without a newline in sight there is no way to resynchronise: answer and hang up.
     ++stats_.rejected["oversized"];
-    server_->send(c,
-                  dump_line(fail("request larger than " + std::to_string(kMaxRequest) + " bytes")));
+    server.send(c,
+                dump_line(fail("request larger than " + std::to_string(kMaxRequest) + " bytes")));
     c.in.clear();
     c.ignore_input = true;
     c.close_after_flush = true;

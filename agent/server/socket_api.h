@@ -26,6 +26,13 @@
 
 namespace triage::agent {
 
+// The root-only socket beside SocketPath: SocketPath with this appended, mode 0600, served like
+// SocketPath but to root alone. The SPANK plugin (root in slurmd and slurmstepd) sends there
+// first, so that no user's connection flood, which fills SocketPath's listen queue before the
+// agent can refuse it, stands between Slurm and the agent. spank/plugin_config.h has the same
+// rule (the plugin shares no code with the agent; a test checks that the two agree).
+inline constexpr std::string_view kRootSocketSuffix = ".root";
+
 class SocketApi {
  public:
   // What the socket answers with or hands on, from the other parts of the agent.
@@ -48,7 +55,9 @@ class SocketApi {
   SocketApi(const SocketApi&) = delete;
   SocketApi& operator=(const SocketApi&) = delete;
 
-  // Binds SocketPath (anyone may connect) and serves it. Throws when it cannot.
+  // Binds SocketPath (anyone may connect) and serves it; throws when it cannot. Then the root
+  // socket (SocketPath + kRootSocketSuffix); without it (a path too long, a bind that fails) the
+  // plugin uses SocketPath's reserved slots, so that is only logged.
   void open();
   // Creates and watches the inbox (a 30 s scan is the backstop when it cannot be watched).
   void watch_inbox();
@@ -58,9 +67,11 @@ class SocketApi {
 
   const Stats& stats() const { return stats_; }
   const StreamServer* server() const { return server_.get(); }
+  const StreamServer* root_server() const { return root_server_.get(); }
 
  private:
-  bool on_input(StreamServer::Conn& conn);
+  bool on_input(StreamServer& server, StreamServer::Conn& conn);
+  void open_root_socket(const StreamServer::Options& options);
   nlohmann::json handle_request(uid_t uid, const nlohmann::json& request);
   nlohmann::json handle_lifecycle(uid_t uid, const nlohmann::json& request);
   void apply_inbox_file(int dir_fd, const std::string& name);
@@ -71,6 +82,7 @@ class SocketApi {
   const CallerPolicy& callers_;
   Hooks hooks_;
   std::unique_ptr<StreamServer> server_;
+  std::unique_ptr<StreamServer> root_server_;
   UniqueFd inotify_;
   bool inbox_scan_scheduled_ = false;
   Stats stats_;

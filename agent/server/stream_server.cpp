@@ -101,21 +101,27 @@ void StreamServer::on_accept() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if ((errno == EMFILE || errno == ENFILE) && spare_fd_) {
         // Out of descriptors: take the waiting connection with the spare one and close it, so the
-        // client hears "no" at once and the listener does not stay readable.
-        spdlog::warn("{}: out of file descriptors; refusing a connection", options_.name);
+        // client hears "no" at once and the listener does not stay readable. accept() fails so
+        // whether or not anyone waits: only a connection actually taken is a refusal.
         spare_fd_.reset();
         socklen_t victim_len = sizeof ss;
         const int victim =
             ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&ss), &victim_len, SOCK_CLOEXEC);
-        if (victim >= 0) ::close(victim);
-        ++refused_["full"];
         spare_fd_ = open_spare();
+        if (victim < 0) return;
+        ::close(victim);
+        spdlog::warn("{}: out of file descriptors; refused a connection", options_.name);
+        ++refused_["full"];
         continue;
       }
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         spdlog::warn("{}: accept: {}", options_.name, std::strerror(errno));
       }
       return;
+    }
+    if (options_.send_buffer > 0) {
+      (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &options_.send_buffer,
+                         sizeof options_.send_buffer);
     }
     auto conn = std::make_unique<Conn>();
     conn->id = next_id_++;
@@ -132,7 +138,19 @@ void StreamServer::on_accept() {
       }
     }
     conn->peer = policy_.classify ? policy_.classify(*conn) : SharePeer{conn->address, false};
-    const ShareRefusal verdict = shares_.admit(conn->peer);
+    ShareRefusal verdict = shares_.admit(conn->peer);
+    if (verdict != ShareRefusal::kNone && options_.displace_waiting) {
+      if (const uint64_t victim = displaceable(conn->peer, verdict); victim != 0) {
+        Conn& v = *conns_.at(victim);
+        ++refused_["displaced"];
+        if (policy_.refusal) {
+          const std::string text = policy_.refusal(v, "displaced");
+          (void)!::send(v.fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        close_conn(victim);
+        verdict = shares_.admit(conn->peer);
+      }
+    }
     if (verdict != ShareRefusal::kNone) {
       refuse(*conn, verdict == ShareRefusal::kPerPeer ? options_.per_peer_reason : "full");
       continue;
@@ -142,7 +160,37 @@ void StreamServer::on_accept() {
     const uint64_t id = conn->id;
     conns_[id] = std::move(conn);
     loop_.add(fd, EPOLLIN | EPOLLRDHUP, [this, id](uint32_t ev) { on_event(id, ev); });
+    // A client that sent its request with its connect (the plugin, a peer agent, a CLI call) is
+    // answered now, not one turn of the loop later behind whatever else became ready: under a
+    // flood that turn is the whole flood's.
+    on_event(id, EPOLLIN);
   }
+}
+
+// What the request deadline applies to: nothing answered or being answered yet (half a request
+// is still waiting).
+bool StreamServer::waiting_for_request(const Conn& c) const {
+  return c.out.empty() && !c.close_after_flush && !c.ignore_input &&
+         input_pending_.count(c.id) == 0;
+}
+
+uint64_t StreamServer::displaceable(const SharePeer& peer, ShareRefusal verdict) const {
+  // Oldest first (ids grow with accept order); never a privileged peer's connection.
+  uint64_t best = 0;
+  size_t best_held = 0;
+  for (const auto& [id, c] : conns_) {
+    if (c->peer.privileged || !waiting_for_request(*c)) continue;
+    if (verdict == ShareRefusal::kPerPeer) {
+      if (c->peer.key == peer.key) return id;
+      continue;
+    }
+    const size_t held = shares_.held(c->peer.key);
+    if (best == 0 || held > best_held) {
+      best = id;
+      best_held = held;
+    }
+  }
+  return best;
 }
 
 void StreamServer::refuse(Conn& conn, const std::string& reason) {

@@ -35,6 +35,16 @@ class StreamServer {
     // A client whose answer waits in the agent must take some of it within this time.
     int64_t write_timeout_ms = 10000;
     size_t max_output = 64u << 20;  // a client that does not read its answers is dropped
+    // The kernel's send buffer of each connection (0: its own, which TCP grows up to tcp_wmem's
+    // 4 MiB): an answer nobody reads then waits here, where the write timeout and the HTTP
+    // scrape count see it, not in kernel memory.
+    int send_buffer = 0;
+    // Whether a connection still waiting for its request gives way to a new one that would be
+    // refused: the same peer's oldest when the peer holds its share, the oldest of the peer
+    // holding the most when the server is full. For a server that learns who a client is only
+    // from its request (HTTP: the munge credential), so that idle connections from an address
+    // cannot keep an authenticated peer at the same address out (docs/security.md).
+    bool displace_waiting = false;
   };
 
   struct Conn {
@@ -88,13 +98,17 @@ class StreamServer {
 
   size_t connections() const { return conns_.size(); }
   // Connections refused at accept or cut off later, by reason: the per-peer label, "full",
-  // "idle" (no complete request in time), "slow" (the answer not read in time).
+  // "idle" (no complete request in time), "slow" (the answer not read in time), "displaced" (gave
+  // way to a newer connection, Options::displace_waiting).
   const std::map<std::string, uint64_t>& refused() const { return refused_; }
   uint64_t accepted() const { return accepted_; }
 
  private:
   void on_accept();
   void refuse(Conn& conn, const std::string& reason);
+  // The connection that gives way to a new one `peer` opens, refused as `verdict`; 0: none may.
+  uint64_t displaceable(const SharePeer& peer, ShareRefusal verdict) const;
+  bool waiting_for_request(const Conn& conn) const;
   void on_event(uint64_t id, uint32_t events);
   void handle_input(uint64_t id);
   void schedule_input(Conn& conn);

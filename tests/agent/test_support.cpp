@@ -26,6 +26,7 @@
 #include "agent/net/munge_auth.h"
 #include "common/build_config.h"
 #include "common/text.h"
+#include "common/time_util.h"
 
 namespace triage::agent::testing {
 
@@ -37,6 +38,24 @@ int connect_tcp(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int connect_tcp_from(const std::string& source, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
     ::close(fd);
     return -1;
   }
@@ -505,6 +524,34 @@ HttpAnswer http_get(int port, const std::string& target, const std::string& auth
     }
     return tcp_exchange(port, get_request(target, a));
   }));
+}
+
+HttpAnswer http_get_from(const std::string& source, int port, const std::string& target,
+                         const std::string& auth) {
+  const int fd = connect_tcp_from(source, port);
+  if (fd < 0) return {};
+  const std::string request = get_request(target, auth);
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer = read_answer(fd, false);
+  ::close(fd);
+  return parse_http(answer);
+}
+
+PeerEvidenceAgent::PeerEvidenceAgent(const std::string& tag, const std::string& extra)
+    : h(tag, "node001", extra) {}
+
+::testing::AssertionResult PeerEvidenceAgent::start() {
+  if (!munge.ok()) return ::testing::AssertionFailure() << "munged did not start";
+  h.config.munge_socket = munge.socket();
+  h.start();
+  const nlohmann::json started = socket_json(
+      h.socket(), lifecycle("job_start", kJob, "m1",
+                            {{"uid", kNobody}, {"gid", kNobody}, {"nodelist", "node001"}}));
+  if (started["ok"] != true)
+    return ::testing::AssertionFailure() << "job_start: " << started.dump();
+  if (!h.agent().ingest({make_event("boot-a:7", "gpu-ras-uncorrectable", now_usec())}, "c7"))
+    return ::testing::AssertionFailure() << "the event was not ingested";
+  return ::testing::AssertionSuccess();
 }
 
 HttpAnswer http_get_munged(int port, const std::string& target, const std::string& munge_socket,

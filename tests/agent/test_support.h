@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
@@ -124,6 +125,8 @@ std::string socket_request(const std::string& socket_path, const std::string& li
                            std::optional<uid_t> as_uid = std::nullopt);
 // A TCP connection to 127.0.0.1:port, or -1.
 int connect_tcp(int port);
+// A TCP connection from `source` (a loopback address such as 127.0.0.2) to 127.0.0.1:port, or -1.
+int connect_tcp_from(const std::string& source, int port);
 // A connection to the Unix socket at `path`, or -1.
 int connect_unix(const std::string& path);
 
@@ -144,6 +147,11 @@ HttpAnswer http_get(int port, const std::string& target, const std::string& auth
 // Like http_get with a credential made for `payload` by the current process.
 HttpAnswer http_get_munged(int port, const std::string& target, const std::string& munge_socket,
                            const std::string& payload = "");
+
+// Like http_get (no uid change), from `source` (a loopback address); status 0 when it could not
+// connect.
+HttpAnswer http_get_from(const std::string& source, int port, const std::string& target,
+                         const std::string& auth = "");
 
 // A /proc look-alike: <root>/<pid>/{stat,wchan,cgroup} and <root>/stat.
 struct FakeProcess {
@@ -223,6 +231,21 @@ class AgentHarness {
   FakeSlurm* slurm_ = nullptr;
   std::unique_ptr<SlurmClient> slurm_owned_;
   std::unique_ptr<Agent> agent_;
+};
+
+// An agent on node001 serving HTTP beside a private munged, with what a peer's evidence fetch
+// reads: job kJob (owned by nobody) and a GPU uncorrectable error (event "boot-a:7") while it
+// runs. Adjust h.config before start().
+class PeerEvidenceAgent {
+ public:
+  static constexpr uint64_t kJob = 4242;
+  PeerEvidenceAgent(const std::string& tag, const std::string& extra);
+  // munged, the agent, the job and the event; a failure says which did not come up.
+  ::testing::AssertionResult start();
+
+  TempDir munge_dir{"munge"};
+  MungeDaemon munge{munge_dir.path()};
+  AgentHarness h;
 };
 
 }  // namespace triage::agent::testing

@@ -119,21 +119,12 @@ TEST(AgentMetrics, TheSeedsMetricNamesAreServedWithHostLabels) {
 class AgentHttpAuth : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(munge.ok()) << "munged did not start";
-    h.config.munge_socket = munge.socket();
-    h.start();
-    ASSERT_EQ(
-        socket_json(h.socket(),
-                    lifecycle("job_start", 4242, "m1",
-                              {{"uid", kNobody}, {"gid", kNobody}, {"nodelist", "node001"}}))["ok"],
-        true);
-    ASSERT_TRUE(
-        h.agent().ingest({make_event("boot-a:7", "gpu-ras-uncorrectable", now_usec())}, "c7"));
+    ASSERT_TRUE(agent.start());
     ASSERT_TRUE(eventually([&] { return h.agent().verdict().verdict == "drain-recommended"; }));
   }
-  TempDir munge_dir{"munge"};
-  MungeDaemon munge{munge_dir.path()};
-  AgentHarness h{"http", "node001", "SlurmUser=daemon\n"};
+  testing::PeerEvidenceAgent agent{"http", "SlurmUser=daemon\n"};
+  AgentHarness& h = agent.h;
+  MungeDaemon& munge = agent.munge;
 };
 
 TEST_F(AgentHttpAuth, PeerEndpointsWantAMungeCredential) {
