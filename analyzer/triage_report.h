@@ -16,6 +16,7 @@
 #include "analyzer/job_identity.h"
 #include "analyzer/live_report.h"
 #include "analyzer/log_reader.h"
+#include "analyzer/straggler_verdict.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/model.h"
 
@@ -167,6 +168,9 @@ struct Triage : JobIdentity {
   bool hang_origin_judged = false;
   HangOrigin hang_origin;
   std::vector<CollectiveProgress> collectives;
+  // Slow ranks and a lasting slowdown of the whole job (straggler_verdict.h).
+  std::vector<Straggler> stragglers;
+  Slowdown slowdown;
   std::vector<NodeRow> nodes;
   HeartbeatCheck heartbeat;
   RayInfo ray;
