@@ -120,6 +120,7 @@ void judge_stragglers(Triage& t, const DiagnosisInput& in, const LogFacts& facts
   static const std::vector<NodeClockSeries> kNoClocks;
   t.slowdown = find_slowdown(facts.step_times, t.stragglers,
                              in.node_clocks != nullptr ? *in.node_clocks : kNoClocks);
+  t.step_times = facts.step_times;
 }
 
 // Progress is measured up to the job's end when it ended, else up to now.

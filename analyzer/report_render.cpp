@@ -125,9 +125,13 @@ void stragglers_json(const Triage& t, json& j) {
                    {"node", d.node.empty() ? json(nullptr) : json(d.node)}};
 }
 
-// A short table of the slow ranks and the slowdown; nothing when there is neither.
+std::string link_target(const std::string& name);
+
+// A short table of the slow ranks and the slowdown, and full mode's pictures of the job's pace;
+// nothing when there is none of them.
 void stragglers_markdown(const Triage& t, std::string& md) {
-  if (t.stragglers.empty() && !t.slowdown.found) return;
+  const bool pictures = !t.step_time_svg.empty() || !t.clock_strip_svg.empty();
+  if (t.stragglers.empty() && !t.slowdown.found && !pictures) return;
   md += "### Slow ranks and slowdowns\n\n";
   const Slowdown& d = t.slowdown;
   if (d.found) {
@@ -158,6 +162,10 @@ void stragglers_markdown(const Triage& t, std::string& md) {
         "the "
         "job's median rank, or a straggler report's score against the fastest rank.\n\n";
   }
+  if (!t.step_time_svg.empty())
+    md += "![Step time over the run](" + link_target(t.step_time_svg) + ")\n\n";
+  if (!t.clock_strip_svg.empty())
+    md += "![GPU core clock per node](" + link_target(t.clock_strip_svg) + ")\n\n";
 }
 
 json progress_json(const ProgressProjection& p) {

@@ -171,6 +171,10 @@ struct Triage : JobIdentity {
   // Slow ranks and a lasting slowdown of the whole job (straggler_verdict.h).
   std::vector<Straggler> stragglers;
   Slowdown slowdown;
+  std::vector<StepPace> step_times;  // the series the slowdown was judged on (and is drawn from)
+  // Full mode: the pictures written beside the report ("" = none).
+  std::string step_time_svg;
+  std::string clock_strip_svg;
   std::vector<NodeRow> nodes;
   HeartbeatCheck heartbeat;
   RayInfo ray;

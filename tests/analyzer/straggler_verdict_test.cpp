@@ -12,6 +12,8 @@
 
 #include "analyzer/diagnosis.h"
 #include "analyzer/report_render.h"
+#include "analyzer/slowdown_svg.h"
+#include "analyzer/tsdb_handoff.h"
 #include "common/time_util.h"
 #include "test_support.h"
 
@@ -290,6 +292,78 @@ TEST(StragglerReport, AnEvenJobHasAnEmptyListAndANullSlowdown) {
   EXPECT_EQ(j["stragglers"], nlohmann::json::array());
   EXPECT_TRUE(j["slowdown"].is_null());
   EXPECT_EQ(render_markdown(Triage{}).find("Slow ranks"), std::string::npos);
+}
+
+// --- Full mode: the TSDB's clocks and the pictures
+// ------------------------------------------------
+
+tsdb::TsdbResult tsdb_with_clocks(const std::vector<NodeClockSeries>& clocks) {
+  tsdb::TsdbResult r;
+  r.available = true;
+  r.timeline.start = static_cast<double>(kT0);
+  r.timeline.end = static_cast<double>(kT0 + 6 * 3600);
+  for (const auto& n : clocks) {
+    tsdb::TimelineSeries s;
+    s.name = n.host;
+    for (const auto& [usec, mhz] : n.samples)
+      s.points.push_back({static_cast<double>(usec) / 1e6, mhz});
+    r.timeline.clock.push_back(std::move(s));
+  }
+  return r;
+}
+
+TEST(SlowdownFullMode, TheTsdbClocksOfOneThrottlingNodeNameTheSlowdownTheLogAloneLeftUnplaced) {
+  const std::string log = run_log(
+      8, 400, [](int64_t s) { return s >= 220 ? 13.0 : 10.0; }, [](int, int64_t) { return 170.0; });
+  const auto scan = test::scan_text(log);
+  Triage t;
+  t.step_times = scan.facts.step_times;
+  t.slowdown = find_slowdown(t.step_times, {}, {});
+  ASSERT_TRUE(t.slowdown.found);
+  ASSERT_EQ(t.slowdown.node, "");
+  attach_tsdb_result(t, tsdb_with_clocks(clocks_with_drop("node-c", t.slowdown.since_usec / kSec)));
+  EXPECT_EQ(t.slowdown.node, "node-c");
+  EXPECT_EQ(triage_to_json(t)["slowdown"]["node"], "node-c");
+}
+
+TEST(SlowdownFullMode, ClocksThatHeldStillLeaveTheSlowdownUnplaced) {
+  const std::string log = run_log(
+      8, 400, [](int64_t s) { return s >= 220 ? 13.0 : 10.0; }, [](int, int64_t) { return 170.0; });
+  Triage t;
+  t.step_times = test::scan_text(log).facts.step_times;
+  t.slowdown = find_slowdown(t.step_times, {}, {});
+  attach_tsdb_result(t, tsdb_with_clocks(clocks_with_drop("nobody", kT0)));
+  EXPECT_TRUE(t.slowdown.found);
+  EXPECT_EQ(t.slowdown.node, "");
+}
+
+TEST(SlowdownPictures, TheStepTimePictureMarksTheSlowdownAndTheStripMarksItsNode) {
+  const std::string log = run_log(
+      8, 400, [](int64_t s) { return s >= 220 ? 13.0 : 10.0; }, [](int, int64_t) { return 170.0; });
+  const auto steps = test::scan_text(log).facts.step_times;
+  Slowdown sd = find_slowdown(steps, {}, {});
+  sd.node = "node-b";
+  const std::string svg = render_step_time_svg(steps, sd);
+  EXPECT_NE(svg.find("slowdown from 10.0 s to 13.0 s at step 220 (node node-b)"), std::string::npos)
+      << svg.substr(0, 600);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray=\"4 3\""), std::string::npos);  // the slowdown's line
+
+  auto clocks = tsdb_with_clocks(clocks_with_drop("node-b", sd.since_usec / kSec)).timeline;
+  clocks.clock.push_back({"<script>", false, {{static_cast<double>(kT0 + 60), 1980.0}}});
+  const std::string strip = render_clock_strip_svg(clocks.clock, clocks.start, clocks.end, sd);
+  EXPECT_NE(strip.find("font-weight=\"bold\" fill=\"#d62728\">node-b</text>"), std::string::npos);
+  EXPECT_NE(strip.find(">slowdown</text>"), std::string::npos);
+  EXPECT_NE(strip.find("&lt;script&gt;"), std::string::npos);
+  EXPECT_EQ(strip.find("<script>"), std::string::npos);
+  // A throttled column is dark, a normal one pale.
+  EXPECT_NE(strip.find("fill=\"#"), std::string::npos);
+}
+
+TEST(SlowdownPictures, NothingToDrawGivesNoPicture) {
+  EXPECT_EQ(render_step_time_svg({}, Slowdown{}), "");
+  EXPECT_EQ(render_clock_strip_svg({}, 0, 1, Slowdown{}), "");
+  EXPECT_EQ(step_time_svg_name("slurm-42.triage.md"), "slurm-42.triage-step-time.svg");
 }
 
 }  // namespace
