@@ -213,7 +213,7 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   }
   if (!open_tracebacks_.empty() && !has(FactKind::kTraceback))
     on_traceback_window_line(lt, line_no);
-  if (rhythm_.lines_wanted() > 0) rhythm_.on_block_line(lt, line_no);
+  if (rank_rhythm_ && rhythm_.lines_wanted() > 0) rhythm_.on_block_line(lt, line_no);
   if (kinds == 0) return;
 
   if (has(FactKind::kStep)) on_step(lt, line_no);
@@ -266,7 +266,7 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   if (has(FactKind::kCheckpointSave)) on_pause(facts_.checkpoint_save, lt, line_no);
   if (has(FactKind::kEvaluation)) on_pause(facts_.evaluation, lt, line_no);
   if (has(FactKind::kCollective)) on_collective(lt, line_no);
-  if (has(FactKind::kRhythmBlock)) rhythm_.on_block_start(lt, line_no);
+  if (rank_rhythm_ && has(FactKind::kRhythmBlock)) rhythm_.on_block_start(lt, line_no);
 }
 
 void FactCollector::on_collective(const LineText& lt, int64_t line_no) {
@@ -338,7 +338,7 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   }
   if (seg.first_step >= 0 && *step <= seg.last_step) {
     // The same step printed by another rank, or a lagging rank: only its own pace is new.
-    rhythm_.on_step_line(lt, *step, line_no);
+    if (rank_rhythm_) rhythm_.on_step_line(lt, *step, line_no);
     return;
   }
   if (seg.first_step < 0) {
@@ -354,13 +354,17 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.distinct_steps = 1;
     seg.first_seconds = step_seconds(rest);
     seg.last_text = bounded(lt.raw);
-    record_step_time(lt, *step, seg.first_seconds, line_no);
-    rhythm_.on_step_line(lt, *step, line_no);
+    if (rank_rhythm_) {
+      record_step_time(lt, *step, seg.first_seconds, line_no);
+      rhythm_.on_step_line(lt, *step, line_no);
+    }
     return;
   }
   const double seconds = step_seconds(rest);
-  record_step_time(lt, *step, seconds, line_no);
-  rhythm_.on_step_line(lt, *step, line_no);
+  if (rank_rhythm_) {
+    record_step_time(lt, *step, seconds, line_no);
+    rhythm_.on_step_line(lt, *step, line_no);
+  }
   seg.last_step = *step;
   seg.last_line = line_no;
   // Only the last step's time matters: it is read from last_text when the segment is finished.

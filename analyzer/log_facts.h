@@ -209,6 +209,9 @@ class FactCollector {
   // Parses the header lines (the first lines of the log) for RAY=1 and friends.
   void on_header_line(std::string_view text);
 
+  // Whether to read each rank's pace and keep the step-time series (on by default).
+  void set_rank_rhythm(bool on) { rank_rhythm_ = on; }
+
   // The facts, finished (the last step's time is worked out here, not on every step line).
   LogFacts take();
 
@@ -243,6 +246,7 @@ class FactCollector {
   std::vector<OpenTraceback> open_tracebacks_;
   std::map<std::pair<std::string, int64_t>, size_t> collective_index_;  // (pg, rank) -> index
   RankRhythmReader rhythm_;
+  bool rank_rhythm_ = true;
 };
 
 // "steps=5000 enable_checkpointing=true" -> key/value pairs (quotes and commas tolerated).
