@@ -17,6 +17,7 @@
 #include "analyzer/owner_privilege.h"
 #include "analyzer/report_render.h"
 #include "analyzer/report_writer.h"
+#include "analyzer/slowdown_svg.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "analyzer/tsdb_handoff.h"
 #include "common/build_config.h"
@@ -327,6 +328,26 @@ JobOutcome run_job(const JobSpec& spec, const Options& o, const ScanPlan& plan,
       } catch (const std::exception& e) {
         t.notes.push_back("Could not write the TSDB timeline " + name + ": " + e.what() + ".");
       }
+    }
+  }
+  // Full mode: the job's pace, step time with the slowdown marked and the nodes' GPU clocks.
+  if (where && analysis.mode == "full") {
+    auto write_picture = [&](const std::string& name, const std::string& svg, std::string& link) {
+      if (svg.empty()) return;
+      try {
+        write_beside_report(*where, name, svg, report_mode_for(rep.log_mode));
+        link = name;
+      } catch (const std::exception& e) {
+        t.notes.push_back("Could not write the picture " + name + ": " + e.what() + ".");
+      }
+    };
+    write_picture(step_time_svg_name(where->md_name),
+                  render_step_time_svg(t.step_times, t.slowdown), t.step_time_svg);
+    if (t.tsdb && t.tsdb->available) {
+      write_picture(clock_strip_svg_name(where->md_name),
+                    render_clock_strip_svg(t.tsdb->timeline.clock, t.tsdb->timeline.start,
+                                           t.tsdb->timeline.end, t.slowdown),
+                    t.clock_strip_svg);
     }
   }
   // The report pass of a --triage-requeue job keeps a copy per attempt (docs/agent.md).

@@ -1,7 +1,7 @@
 // diagnose() decides, for one job: its status (status_decision.h), the primary failure among every
 // class found (primary_failure.h), how the other findings relate to it (consequence_links.h), the
 // node table, heartbeat check and Ray facts (node_evidence.h, heartbeat_check.h, run_context.h),
-// where a hang began (hang_origin.h),
+// where a hang began (hang_origin.h), slow ranks and a slowing job (straggler_verdict.h),
 // whose fault it was (blame_decision.h), and the words and next steps (diagnosis_narrative.h).
 // This file only runs those stages in order.
 #include "analyzer/diagnosis.h"
@@ -110,6 +110,17 @@ void judge_hang_origin(Triage& t, const DiagnosisInput& in, const LogFacts& fact
   t.hang_origin_judged = true;
   t.hang_origin = decide_hang_origin(hin);
   t.collectives = std::move(collectives);
+}
+
+// Slow ranks from the log's per-rank pace, placed on nodes by the task layout; the job's lasting
+// slowdown, placed on the node whose GPU clocks fell then (full mode) or whose ranks fell behind.
+void judge_stragglers(Triage& t, const DiagnosisInput& in, const LogFacts& facts) {
+  const HangOriginInput layout = hang_origin_evidence(in.evidence, t.nodes);
+  t.stragglers = find_stragglers(facts.rhythm, layout.rank_node);
+  static const std::vector<NodeClockSeries> kNoClocks;
+  t.slowdown = find_slowdown(facts.step_times, t.stragglers,
+                             in.node_clocks != nullptr ? *in.node_clocks : kNoClocks);
+  t.step_times = facts.step_times;
 }
 
 // Progress is measured up to the job's end when it ended, else up to now.
@@ -225,6 +236,7 @@ Triage diagnose(const DiagnosisInput& in) {
   if (in.scan != nullptr) t.heartbeat = check_heartbeat(facts, in.scan->first_error_by_rank, cat);
   t.ray = ray_info(facts, t.status, in.has_tsdb_dir);
   judge_hang_origin(t, in, facts);
+  judge_stragglers(t, in, facts);
   if (in.scan != nullptr)
     t.last_lines = last_lines_shown(in.scan->tail, t.status, t.primary_failure, cat);
 

@@ -23,6 +23,8 @@ struct DiagnosisInput : JobIdentity {
   const RestoreFacts* worker_restore = nullptr;  // restore/fresh marker found in Ray worker logs
   // Full mode: the NCCL watchdog's numbers in the per-rank logs (extra_logs.h).
   const std::vector<CollectiveProgress>* extra_collectives = nullptr;
+  // Full mode: each node's GPU clocks over the run from the TSDB, for the slowdown's node.
+  const std::vector<NodeClockSeries>* node_clocks = nullptr;
   const Evidence* evidence = nullptr;
   std::string slurm_state;         // trusted Slurm state ("" = unknown)
   std::string slurm_state_source;  // evidence | option | squeue | unavailable

@@ -156,6 +156,10 @@ const std::vector<FactTrigger>& fact_triggers() {
         {"nqueued nccl work: ", FactKind::kCollective},
         {"last enqueued work: ", FactKind::kCollective},
         {"watchdog caught collective operation timeout", FactKind::kCollective},
+        // Each rank's own pace (rank_rhythm.h): a straggler report's scores, Megatron's per-rank
+        // timers.
+        {"gpu relative performance:", FactKind::kRhythmBlock},
+        {"times across ranks (ms):", FactKind::kRhythmBlock},
     };
     // "ssh -L <port>:..." or "ssh -L localhost:...": spelled out so that every trigger literal is
     // at least 8 bytes long (the literal search samples every min_length - 3 bytes).
@@ -209,6 +213,7 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   }
   if (!open_tracebacks_.empty() && !has(FactKind::kTraceback))
     on_traceback_window_line(lt, line_no);
+  if (rank_rhythm_ && rhythm_.lines_wanted() > 0) rhythm_.on_block_line(lt, line_no);
   if (kinds == 0) return;
 
   if (has(FactKind::kStep)) on_step(lt, line_no);
@@ -261,6 +266,7 @@ void FactCollector::on_line(const LineText& lt, int64_t line_no, uint32_t kinds)
   if (has(FactKind::kCheckpointSave)) on_pause(facts_.checkpoint_save, lt, line_no);
   if (has(FactKind::kEvaluation)) on_pause(facts_.evaluation, lt, line_no);
   if (has(FactKind::kCollective)) on_collective(lt, line_no);
+  if (rank_rhythm_ && has(FactKind::kRhythmBlock)) rhythm_.on_block_start(lt, line_no);
 }
 
 void FactCollector::on_collective(const LineText& lt, int64_t line_no) {
@@ -296,7 +302,7 @@ void FactCollector::on_pause(PauseAnnouncement& pause, const LineText& lt, int64
 }
 
 int64_t FactCollector::lines_wanted() const {
-  int64_t w = std::max(summary_lines_left_, heartbeat_lines_left_);
+  int64_t w = std::max({summary_lines_left_, heartbeat_lines_left_, rhythm_.lines_wanted()});
   for (const auto& o : open_tracebacks_)
     w = std::max(w, o.lines_left);
   return w;
@@ -330,7 +336,14 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     ++facts_.restarts;
     seg = StepSegment{};
   }
+  if (seg.first_step >= 0 && *step <= seg.last_step) {
+    // The same step printed by another rank, or a lagging rank: only its own pace is new.
+    if (rank_rhythm_) rhythm_.on_step_line(lt, *step, line_no);
+    return;
+  }
   if (seg.first_step < 0) {
+    facts_.step_times.clear();
+    facts_.step_times_stride = 1;
     seg.first_step = *step;
     seg.last_step = *step;
     seg.first_line = line_no;
@@ -341,10 +354,17 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.distinct_steps = 1;
     seg.first_seconds = step_seconds(rest);
     seg.last_text = bounded(lt.raw);
+    if (rank_rhythm_) {
+      record_step_time(lt, *step, seg.first_seconds, line_no);
+      rhythm_.on_step_line(lt, *step, line_no);
+    }
     return;
   }
-  if (*step <= seg.last_step) return;  // the same step printed by another rank, or a lagging rank
   const double seconds = step_seconds(rest);
+  if (rank_rhythm_) {
+    record_step_time(lt, *step, seconds, line_no);
+    rhythm_.on_step_line(lt, *step, line_no);
+  }
   seg.last_step = *step;
   seg.last_line = line_no;
   // Only the last step's time matters: it is read from last_text when the segment is finished.
@@ -369,8 +389,34 @@ void FactCollector::finish_segment(StepSegment& seg) const {
   }
 }
 
+void FactCollector::record_step_time(const LineText& lt, int64_t step, double seconds,
+                                     int64_t line_no) {
+  auto& v = facts_.step_times;
+  const int64_t first = facts_.steps.first_step;
+  if ((step - first) % facts_.step_times_stride != 0) return;
+  const auto stamp = step_line_timestamp(lt.text, year_hint_);
+  StepPace st{step, seconds, stamp ? stamp->usec : 0, line_no};
+  if (stamp) rhythm_.saw_time(stamp->usec);
+  if (st.seconds < 0 && st.time_usec > 0 && !v.empty() && v.back().time_usec > 0 &&
+      step > v.back().step && st.time_usec >= v.back().time_usec) {
+    st.seconds = static_cast<double>(st.time_usec - v.back().time_usec) / 1e6 /
+                 static_cast<double>(step - v.back().step);
+  }
+  v.push_back(st);
+  if (v.size() >= kMaxStepTimes) {
+    // Keep every other one: the stride doubles and the series still spans the whole segment.
+    facts_.step_times_stride *= 2;
+    size_t out = 0;
+    for (const StepPace& s : v) {
+      if ((s.step - first) % facts_.step_times_stride == 0) v[out++] = s;
+    }
+    v.resize(out);
+  }
+}
+
 LogFacts FactCollector::take() {
   finish_segment(facts_.steps);
+  facts_.rhythm = rhythm_.take();
   return std::move(facts_);
 }
 

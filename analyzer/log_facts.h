@@ -16,6 +16,7 @@
 
 #include "analyzer/collective_progress.h"
 #include "analyzer/line_text.h"
+#include "analyzer/rank_rhythm.h"
 
 namespace triage {
 
@@ -38,6 +39,7 @@ enum class FactKind : uint8_t {
   kCheckpointSave,
   kEvaluation,
   kCollective,
+  kRhythmBlock,
   kCount
 };
 struct FactTrigger {
@@ -73,6 +75,19 @@ struct StepSegment {
   double first_seconds = -1;
   std::string last_text;
 };
+
+// One training step's pace as the log states it: the step line's own "seconds:", else the time
+// since the previous step line divided by the steps between them (-1 = neither known).
+struct StepPace {
+  int64_t step = 0;
+  double seconds = -1;
+  int64_t time_usec = 0;  // the step line's timestamp (0 = none)
+  int64_t line = 0;
+};
+
+// Step times kept for the last segment; beyond this every other one is dropped and the stride
+// doubles (a week-long run at one step a second still spans the whole run).
+inline constexpr size_t kMaxStepTimes = size_t{1} << 17;
 
 struct JobSummaryFacts {
   bool found = false;
@@ -166,6 +181,11 @@ struct LogFacts {
   bool ray_enabled = false;           // RAY=1 in the header
   // Each rank's NCCL watchdog numbers per process group, in the order first seen (bounded).
   std::vector<CollectiveProgress> collectives;
+  // The last segment's steps, one entry per `step_times_stride` steps, and each rank's own pace
+  // (rank_rhythm.h): what straggler_verdict.h judges.
+  std::vector<StepPace> step_times;
+  int64_t step_times_stride = 1;
+  RankRhythm rhythm;
 };
 
 // Feeds lines to the extractors. The scanner calls on_line() for every line that holds a trigger
@@ -189,6 +209,9 @@ class FactCollector {
   // Parses the header lines (the first lines of the log) for RAY=1 and friends.
   void on_header_line(std::string_view text);
 
+  // Whether to read each rank's pace and keep the step-time series (on by default).
+  void set_rank_rhythm(bool on) { rank_rhythm_ = on; }
+
   // The facts, finished (the last step's time is worked out here, not on every step line).
   LogFacts take();
 
@@ -207,6 +230,7 @@ class FactCollector {
   void on_restore(const LineText& lt, int64_t line_no, bool fresh);
   void on_pause(PauseAnnouncement& pause, const LineText& lt, int64_t line_no);
   void on_collective(const LineText& lt, int64_t line_no);
+  void record_step_time(const LineText& lt, int64_t step, double seconds, int64_t line_no);
 
   struct OpenTraceback {
     int64_t rank = -1;
@@ -221,6 +245,8 @@ class FactCollector {
   int64_t heartbeat_lines_left_ = 0;
   std::vector<OpenTraceback> open_tracebacks_;
   std::map<std::pair<std::string, int64_t>, size_t> collective_index_;  // (pg, rank) -> index
+  RankRhythmReader rhythm_;
+  bool rank_rhythm_ = true;
 };
 
 // "steps=5000 enable_checkpointing=true" -> key/value pairs (quotes and commas tolerated).

@@ -108,6 +108,7 @@ class Scanner {
         year_(opt.year_hint != 0 ? opt.year_hint : utc_year(now_usec())),
         line_no_(opt.first_line) {
     if (opt.continue_steps) facts_.continue_steps(*opt.continue_steps);
+    facts_.set_rank_rhythm(opt.rank_rhythm);
     out_.classes.assign(plan.catalog().classes().size(), ClassMatches{});
     out_.harmless_counts.assign(plan.catalog().harmless().size(), 0);
   }

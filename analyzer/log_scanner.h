@@ -63,6 +63,9 @@ struct ScanOptions {
   int year_hint = 0;           // for timestamps without a year (0 = this year)
   std::string source = "log";  // Finding::source for this file
   bool collect_facts = true;
+  // Each rank's own pace and the step-time series (rank_rhythm.h); off only to measure what they
+  // cost (bench/straggler).
+  bool rank_rhythm = true;
   // Whether to build a searcher calibrated on this log's first block (a whole log: worth it), or
   // to use the plan's shared one (a live follower's chunk of a few KiB, scanned every few seconds
   // for each running job: building a searcher would cost more than scanning the chunk).

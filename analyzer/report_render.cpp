@@ -98,6 +98,76 @@ std::string hang_origin_words(const HangOrigin& o) {
   return who + " (" + md_prose(o.basis) + "; signal " + md_code_span(o.signal) + ")";
 }
 
+double round2(double v) {
+  return std::round(v * 100) / 100;
+}
+
+// "stragglers": [{rank, node, relative_speed, since, basis}] and "slowdown": {from_s, to_s, since,
+// node} or null, as issue 28 names them.
+void stragglers_json(const Triage& t, json& j) {
+  json list = json::array();
+  for (const Straggler& s : t.stragglers) {
+    list.push_back({{"rank", opt(s.rank)},
+                    {"node", s.node.empty() ? json(nullptr) : json(s.node)},
+                    {"relative_speed", round2(s.relative_speed)},
+                    {"since", since_text(s.since_usec, s.since_line)},
+                    {"basis", s.basis}});
+  }
+  j["stragglers"] = list;
+  const Slowdown& d = t.slowdown;
+  if (!d.found) {
+    j["slowdown"] = nullptr;
+    return;
+  }
+  j["slowdown"] = {{"from_s", round2(d.from_s)},
+                   {"to_s", round2(d.to_s)},
+                   {"since", since_text(d.since_usec, d.since_line)},
+                   {"node", d.node.empty() ? json(nullptr) : json(d.node)}};
+}
+
+std::string link_target(const std::string& name);
+
+// A short table of the slow ranks and the slowdown, and full mode's pictures of the job's pace;
+// nothing when there is none of them.
+void stragglers_markdown(const Triage& t, std::string& md) {
+  const bool pictures = !t.step_time_svg.empty() || !t.clock_strip_svg.empty();
+  if (t.stragglers.empty() && !t.slowdown.found && !pictures) return;
+  md += "### Slow ranks and slowdowns\n\n";
+  const Slowdown& d = t.slowdown;
+  if (d.found) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.2f s to %.2f s (+%.0f%%)", d.from_s, d.to_s,
+                  d.from_s > 0 ? (d.to_s / d.from_s - 1) * 100 : 0.0);
+    md += "**Slowdown:** steady step time rose from " + std::string(buf) + " at step " +
+          std::to_string(d.since_step) + " (" + md_prose(since_text(d.since_usec, d.since_line)) +
+          ") and stayed there";
+    md += d.node.empty() ? std::string(", no node singled out")
+                         : "; node " + md_code_span(d.node) + ": " + md_prose(d.basis);
+    md += ".\n\n";
+  }
+  if (!t.stragglers.empty()) {
+    md +=
+        "| Rank | Node | Relative speed | Since | Basis "
+        "|\n|------|------|----------------|-------|-------|\n";
+    for (const Straggler& s : t.stragglers) {
+      char speed[32];
+      std::snprintf(speed, sizeof speed, "%.2f", s.relative_speed);
+      md += "| " + (s.rank ? std::to_string(*s.rank) : std::string("-")) + " | " +
+            md_prose(s.node.empty() ? "-" : s.node) + " | " + speed + " | " +
+            md_prose(since_text(s.since_usec, s.since_line)) + " | " + md_code_span(s.basis) +
+            " |\n";
+    }
+    md +=
+        "\nA rank's speed is its own pace (outside the collectives every rank waits in) against "
+        "the "
+        "job's median rank, or a straggler report's score against the fastest rank.\n\n";
+  }
+  if (!t.step_time_svg.empty())
+    md += "![Step time over the run](" + link_target(t.step_time_svg) + ")\n\n";
+  if (!t.clock_strip_svg.empty())
+    md += "![GPU core clock per node](" + link_target(t.clock_strip_svg) + ")\n\n";
+}
+
 json progress_json(const ProgressProjection& p) {
   if (!p.has_steps && !p.total_steps) return nullptr;
   json j = json::object();
@@ -404,6 +474,7 @@ std::string render_markdown(const Triage& t) {
   }
 
   progress_markdown(t, md);
+  stragglers_markdown(t, md);
 
   if (t.tsdb) md += t.tsdb->render_markdown({link_target(t.tsdb_timeline_svg), 3}) + "\n";
 
@@ -507,6 +578,7 @@ json triage_to_json(const Triage& t) {
   j["primary_title"] = t.primary_title.empty() ? json(nullptr) : json(t.primary_title);
   j["stage"] = t.stage.empty() ? json(nullptr) : json(t.stage);
   hang_origin_json(t, j);
+  stragglers_json(t, j);
   j["blame"] = t.blame ? json(std::string(to_string(*t.blame))) : json(nullptr);
   j["blame_basis"] = t.blame ? json(t.blame_basis) : json(nullptr);
   j["blame_trusted"] = t.blame ? json(t.blame_trusted) : json(nullptr);

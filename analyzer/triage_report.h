@@ -16,6 +16,7 @@
 #include "analyzer/job_identity.h"
 #include "analyzer/live_report.h"
 #include "analyzer/log_reader.h"
+#include "analyzer/straggler_verdict.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/model.h"
 
@@ -167,6 +168,13 @@ struct Triage : JobIdentity {
   bool hang_origin_judged = false;
   HangOrigin hang_origin;
   std::vector<CollectiveProgress> collectives;
+  // Slow ranks and a lasting slowdown of the whole job (straggler_verdict.h).
+  std::vector<Straggler> stragglers;
+  Slowdown slowdown;
+  std::vector<StepPace> step_times;  // the series the slowdown was judged on (and is drawn from)
+  // Full mode: the pictures written beside the report ("" = none).
+  std::string step_time_svg;
+  std::string clock_strip_svg;
   std::vector<NodeRow> nodes;
   HeartbeatCheck heartbeat;
   RayInfo ray;

@@ -150,6 +150,28 @@ void attach_tsdb_result(Triage& t, tsdb::TsdbResult result) {
                                 "; confirm with the node's kernel log before draining.";
     add_unique(t.recommendations, rec);
   }
+  attribute_slowdown_to_clocks(t);
+}
+
+std::vector<NodeClockSeries> node_clocks_of(const tsdb::Timeline& tl) {
+  std::vector<NodeClockSeries> out;
+  for (const auto& s : tl.clock) {
+    NodeClockSeries n{s.name, {}};
+    n.samples.reserve(s.points.size());
+    for (const auto& p : s.points)
+      n.samples.emplace_back(static_cast<int64_t>(p.t * 1e6), p.v);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+void attribute_slowdown_to_clocks(Triage& t) {
+  if (!t.slowdown.found || !t.tsdb || t.tsdb->timeline.clock.empty()) return;
+  // The log alone judged the slowdown; the clocks now may name its node (they win over the
+  // stragglers' node: the hardware said so).
+  const Slowdown with_clocks =
+      find_slowdown(t.step_times, t.stragglers, node_clocks_of(t.tsdb->timeline));
+  if (with_clocks.found && !with_clocks.node.empty()) t.slowdown = with_clocks;
 }
 
 std::string timeline_name_for(const std::string& report_md_name) {

@@ -44,6 +44,13 @@ void attach_tsdb_result(Triage& t, tsdb::TsdbResult result);
 
 // The timeline's file name beside a report: "triage.md" -> "triage-timeline.svg",
 // "triage-4242.md" -> "triage-4242-timeline.svg".
+// Each host's mean GPU core clock over the run, from the TSDB timeline.
+std::vector<NodeClockSeries> node_clocks_of(const tsdb::Timeline& tl);
+
+// Full mode: names the node of the job's slowdown by the GPU clocks in the TSDB (the one node
+// whose clocks fell when the step time rose), where the log alone could not or named another.
+void attribute_slowdown_to_clocks(Triage& t);
+
 std::string timeline_name_for(const std::string& report_md_name);
 
 }  // namespace triage

@@ -181,6 +181,8 @@ struct Timeline {
   std::vector<Point> steps;                             // tb_step (max over hosts)
   std::vector<TimelineSeries> power;                    // mean GPU power per host
   std::vector<TimelineSeries> util;                     // mean GPU utilisation per host
+  std::vector<TimelineSeries> clock;                    // mean GPU core clock (MHz) per host
+  std::vector<TimelineSeries> temperature;              // mean GPU temperature (C) per host
   std::vector<std::pair<int64_t, double>> checkpoints;  // (step, time)
   std::optional<double> failure_time;
   std::optional<double> hang_start;

@@ -99,10 +99,11 @@ void build_timeline(Querier& q, const Scope& scope, const Discovery& d, const Ts
     named.insert(p.hosts.begin(), p.hosts.end());
   }
   const double step = std::max(d.scrape_s, std::ceil((d.end - d.start) / 600));
-  auto per_host = [&](const std::string& metric, std::vector<TimelineSeries>& out) {
+  auto per_host = [&](const std::string& metric, std::vector<TimelineSeries>& out,
+                      const std::string& extra = "") {
     if (!d.has(metric)) return;
-    for (const auto& s :
-         q.range(by_host_agg(scope, "avg", scope.sel(metric)), d.start, d.end, step, nullptr)) {
+    for (const auto& s : q.range(by_host_agg(scope, "avg", scope.sel(metric, extra)), d.start,
+                                 d.end, step, nullptr)) {
       TimelineSeries ts;
       ts.name = scope.host_of(s.labels);
       ts.highlight = named.count(ts.name) != 0;
@@ -112,6 +113,10 @@ void build_timeline(Querier& q, const Scope& scope, const Discovery& d, const Ts
   };
   per_host("hw_gpu_power_watts", tl.power);
   per_host("ray_node_gpus_utilization", tl.util);
+  // The core clock (seed 001: hw_gpu_clock_mhz{type="sclk"}) and temperature: a throttling node's
+  // GPUs run at lower clocks or hotter while the others wait for it (straggler_verdict.h).
+  per_host("hw_gpu_clock_mhz", tl.clock, "type=\"sclk\"");
+  per_host("hw_gpu_temperature_celsius", tl.temperature);
   for (const auto& [ck, iv] : d.checkpoints)
     tl.checkpoints.emplace_back(ck, iv.start + d.scrape_s);
   tl.failure_time = req.failure_time;

@@ -842,6 +842,49 @@ def gen_status():
             {"slurm_state": "", "now": T0 + 86400}, evidence=ev2)
 
 
+def gen_pace():
+    """Issue 28: a rank that falls behind and the job's step time that follows it."""
+    nodes = ["gpu-b001", "gpu-b002"]
+
+    def straggler(d):
+        log = Log(9150, "llama3-8b", nodes, tasks_per_node=4, seed=50)
+        healthy_start(log, passthrough="steps=300 per_device_batch_size=2 enable_checkpointing=true checkpoint_period=100")
+        # Every rank prints every step with its own TFLOP/s; from step 150 on, rank 5 (on
+        # gpu-b002) computes at 70% of the others' pace and every rank's step time rises by 20%.
+        for s in range(0, 300):
+            slow = s >= 150
+            dt = 95.0 if s == 0 else (11.4 if slow else 9.5) + log.rng.uniform(-0.1, 0.1)
+            if s > 0 and s % 100 == 0:
+                dt *= 3  # the synchronous checkpoint save
+            log.advance(dt)
+            for r in range(log.ntasks):
+                tflops = (281.0 if slow and r == 5 else 401.2) + log.rng.uniform(-2, 2)
+                log.task(r, "[%s] completed step: %d, seconds: %.3f, TFLOP/s/device: %.3f, Tokens/s/device: %.3f, total_weights: 1048576, loss: %.3f"
+                         % (ts(log.t, False), s, dt, tflops * (9.5 / dt if s > 0 else 1), 3421.9, 11.2 - 0.001 * s))
+            if s > 0 and s % 100 == 0:
+                log.task(0, "Saved a checkpoint at step %d." % s)
+        node_exits(log, [0, 0])
+        summary(log, "SUCCESS", 0)
+        return write_seed_layout(d, log)
+
+    def task(host, rank, pid):
+        return {"host": host, "job_id": 9150, "step": "0", "task": rank % 4, "rank": rank, "pid": pid,
+                "wait_status": 0}
+    ev = {
+        "schema_version": 1,
+        "job": {"job_id": 9150, "name": "llama3-8b", "user": "alice", "state": "COMPLETED", "wait_status": 0,
+                "nodes": nodes, "batch_host": "gpu-b001", "start_time": T0, "end_time": T0 + 3600, "mode": "basic",
+                "source": "slurmctld"},
+        "nodes": [
+            {"host": h, "reachable": True, "tasks": [task(h, r, 61000 + r) for r in range(4 * i, 4 * i + 4)],
+             "events": [], "verdict": {"host": h, "verdict": "healthy", "reasons": []}}
+            for i, h in enumerate(nodes)
+        ],
+    }
+    fixture("straggler-slowdown", "rank 5 on gpu-b002 falls to 70% of the others' pace at step 150 and the job's step time rises by 20%",
+            straggler, {"slurm_state": "", "now": T0 + 86400}, evidence=ev)
+
+
 def gen_messy():
     def messy(d):
         log = Log(9150, "llama3-8b", NODES4[:2], seed=50)
@@ -924,6 +967,7 @@ def main():
     gen_infrastructure()
     gen_training()
     gen_status()
+    gen_pace()
     gen_messy()
     gen_examples()
     print("fixtures written to %s; examples to %s" % (FIXTURES, EXAMPLES))

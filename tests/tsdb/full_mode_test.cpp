@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -276,6 +278,70 @@ TEST_F(FullModeTest, AJobThatRanWithoutItsMetricsStackSaysSo) {
   EXPECT_EQ(analyze({"--mode", "full"}, &out), 1) << out;
   EXPECT_FALSE(prometheus_started());
   EXPECT_NE(triage_md().find("RAY=0"), std::string::npos) << triage_md();
+}
+
+// Issue 28: a job whose step time rises by 30% from some step on while one of its two nodes'
+// GPU clocks drop (the node throttles) at that time: full mode names that node for the slowdown
+// and draws the step time and the nodes' clocks.
+TEST_F(TsdbTest, AFullAnalysisNamesTheNodeWhoseClocksDroppedWhenTheStepTimeRose) {
+  ::setenv("SLURM_TRIAGE_DATADIR", TRIAGE_SOURCE_DIR, 1);
+  ::setenv("SLURM_TRIAGE_RULES_OVERRIDE", "", 1);
+  ::setenv("TZ", "UTC", 1);
+  ::setenv("TMPDIR", (dir_ + "/scratch").c_str(), 1);
+  const double start = 1795255200;  // 2026-11-21 10:00:00 UTC
+  Scenario sc({.hosts = {"node001", "node002"},
+               .start = start,
+               .duration_s = 3000,
+               .interval_s = 15,
+               .step_time_s = 10});
+  const double drop = start + 1500;
+  sc.set("hw_gpu_clock_mhz", [&](const SeriesKey& k, double t) -> std::optional<double> {
+    return (k.host == "node002" && t >= drop ? 1400 : 2100) + 20 * Scenario::jitter(k, t, 3);
+  });
+  const fs::path out = fs::path(dir_) / "outputs";
+  const fs::path job = out / "9160-llama3-8b";
+  fs::create_directories(job);
+  // The log: both ranks print every step the TSDB's tb_step saw, with its time; from the drop on
+  // each step states 30% more seconds.
+  std::string log;
+  for (const auto& [step, t] : sc.steps()) {
+    char stamp[32];
+    const auto tt = static_cast<time_t>(t);
+    struct tm tm {};
+    gmtime_r(&tt, &tm);
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    for (int r = 0; r < 2; ++r) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%d: [%s] completed step: %lld, seconds: %.3f\n", r, stamp,
+                    static_cast<long long>(step), t >= drop ? 13.0 : 10.0);
+      log += line;
+    }
+  }
+  std::ofstream(out / "9160-llama3-8b.log") << log;
+  fs::create_symlink("../9160-llama3-8b.log", job / "log");
+  sc.build_tsdb(job.string());
+
+  std::string output;
+  run_program({SLURM_TRIAGE_BIN, "analyze", "--slurm-state", "none", "--now", "1795341600",
+               "--write", "-q", "--mode", "full", job.string()},
+              &output);
+  const json j = json::parse(slurp(job / "triage.json"));
+  ASSERT_TRUE(j.at("slowdown").is_object()) << j.dump(1);
+  EXPECT_EQ(j.at("slowdown").at("node"), "node002") << j.at("slowdown").dump();
+  EXPECT_NEAR(j.at("slowdown").at("from_s").get<double>(), 10.0, 0.01);
+  EXPECT_NEAR(j.at("slowdown").at("to_s").get<double>(), 13.0, 0.01);
+  EXPECT_EQ(j.at("stragglers"), json::array());
+  const std::string md = slurp(job / "triage.md");
+  EXPECT_NE(md.find("node ` node002 `: its GPU clocks fell from"), std::string::npos) << md;
+  EXPECT_NE(md.find("](triage-step-time.svg)"), std::string::npos);
+  EXPECT_NE(md.find("](triage-gpu-clocks.svg)"), std::string::npos);
+  for (const char* name : {"triage-step-time.svg", "triage-gpu-clocks.svg"}) {
+    std::string why;
+    const std::string doc = slurp(job / name);
+    EXPECT_TRUE(well_formed_xml(doc, &why)) << name << ": " << why;
+  }
+  EXPECT_NE(slurp(job / "triage-gpu-clocks.svg").find(">node002</text>"), std::string::npos);
+  ::unsetenv("TMPDIR");
 }
 
 }  // namespace

@@ -1,0 +1,228 @@
+#include "analyzer/straggler_verdict.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "common/time_util.h"
+
+namespace triage {
+namespace {
+
+// How many stragglers the verdict lists (the slowest ones).
+constexpr size_t kMaxStragglers = 64;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double hi = v[mid];
+  if (v.size() % 2 == 1) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lo + hi) / 2;
+}
+
+// Each window's pace per rank, relative to the job: the score itself for a straggler report,
+// else the rank's mean against the median rank's. rel[w][rank] < 0 where the rank said nothing.
+std::vector<std::vector<double>> relative_paces(const RhythmSeries& s) {
+  std::vector<std::vector<double>> rel;
+  rel.reserve(s.windows.size());
+  for (const RhythmWindow& w : s.windows) {
+    std::vector<double> means(w.sum.size(), -1);
+    std::vector<double> present;
+    for (size_t r = 0; r < w.sum.size(); ++r) {
+      if (w.count[r] == 0) continue;
+      means[r] = w.sum[r] / w.count[r];
+      present.push_back(means[r]);
+    }
+    if (s.basis != RhythmBasis::kRelativeScore) {
+      // A rank against itself says nothing: a window needs two ranks to compare.
+      const double med = present.size() >= 2 ? median(present) : 0;
+      for (double& m : means) {
+        if (m < 0 || med <= 0) {
+          m = -1;
+        } else if (s.higher_is_faster) {
+          m = m / med;
+        } else {
+          m = m > 0 ? med / m : -1;
+        }
+      }
+    }
+    rel.push_back(std::move(means));
+  }
+  return rel;
+}
+
+void stragglers_of(const RhythmSeries& s, const std::map<int64_t, std::string>& rank_node,
+                   const std::map<int64_t, std::string>& reported_node,
+                   const StragglerPolicy& policy, std::map<int64_t, Straggler>& out) {
+  if (s.empty()) return;
+  const auto rel = relative_paces(s);
+  size_t ranks = 0;
+  for (const auto& w : rel)
+    ranks = std::max(ranks, w.size());
+  for (size_t r = 0; r < ranks; ++r) {
+    const auto rank = static_cast<int64_t>(r);
+    if (out.count(rank) != 0) continue;  // an earlier basis already named it
+    size_t start = 0;
+    std::vector<double> streak;
+    auto judge = [&]() -> bool {
+      if (static_cast<int64_t>(streak.size()) < policy.sustained_windows) return false;
+      Straggler st;
+      st.rank = rank;
+      if (const auto it = rank_node.find(rank); it != rank_node.end()) {
+        st.node = it->second;
+      } else if (const auto jt = reported_node.find(rank); jt != reported_node.end()) {
+        st.node = jt->second;
+      }
+      st.relative_speed = median(streak);
+      st.since_usec = s.windows[start].first_time_usec;
+      st.since_line = s.windows[start].first_line;
+      st.basis = rhythm_basis_id(s.basis);
+      out.emplace(rank, std::move(st));
+      return true;
+    };
+    for (size_t w = 0; w < rel.size(); ++w) {
+      const double v = r < rel[w].size() ? rel[w][r] : -1;
+      if (v >= 0 && v < policy.straggler_relative_speed) {
+        if (streak.empty()) start = w;
+        streak.push_back(v);
+        continue;
+      }
+      if (judge()) break;
+      streak.clear();
+    }
+    judge();
+  }
+}
+
+// The node whose GPU clocks fell by clock_drop_ratio across `at`, when exactly one did.
+std::optional<std::pair<std::string, std::string>> clock_drop_at(
+    int64_t at, const std::vector<NodeClockSeries>& clocks, const StragglerPolicy& policy) {
+  std::vector<std::pair<std::string, std::string>> dropped;
+  for (const auto& n : clocks) {
+    std::vector<double> before, after;
+    for (const auto& [t, mhz] : n.samples)
+      (t < at ? before : after).push_back(mhz);
+    if (before.empty() || after.empty()) continue;
+    const double b = median(before);
+    const double a = median(after);
+    if (b > 0 && a <= policy.clock_drop_ratio * b) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "its GPU clocks fell from %.0f MHz to %.0f MHz at that time",
+                    b, a);
+      dropped.emplace_back(n.host, buf);
+    }
+  }
+  if (dropped.size() != 1) return std::nullopt;
+  return dropped.front();
+}
+
+}  // namespace
+
+std::string since_text(int64_t usec, int64_t line) {
+  if (usec > 0) return format_utc(usec);
+  return "line " + std::to_string(line);
+}
+
+std::vector<Straggler> find_stragglers(const RankRhythm& rhythm,
+                                       const std::map<int64_t, std::string>& rank_node,
+                                       const StragglerPolicy& policy) {
+  std::map<int64_t, Straggler> by_rank;
+  // A straggler report's scores first: the program measured them for this purpose.
+  for (const RhythmSeries* s : {&rhythm.scores, &rhythm.compute, &rhythm.tflops})
+    stragglers_of(*s, rank_node, rhythm.reported_node, policy, by_rank);
+  std::vector<Straggler> out;
+  out.reserve(by_rank.size());
+  for (auto& [rank, st] : by_rank)
+    out.push_back(std::move(st));
+  std::stable_sort(out.begin(), out.end(), [](const Straggler& a, const Straggler& b) {
+    return a.relative_speed < b.relative_speed;
+  });
+  if (out.size() > kMaxStragglers) out.resize(kMaxStragglers);
+  return out;
+}
+
+Slowdown find_slowdown(const std::vector<StepPace>& steps, const std::vector<Straggler>& stragglers,
+                       const std::vector<NodeClockSeries>& clocks, const StragglerPolicy& policy) {
+  Slowdown sd;
+  if (steps.empty() || policy.steps_per_window <= 0) return sd;
+  // The steady state: warm-up left out, then the irregular steps (pauses) against the run's norm.
+  const int64_t first = steps.front().step;
+  std::vector<const StepPace*> steady;
+  for (const StepPace& s : steps) {
+    if (s.seconds > 0 && s.step >= first + policy.warm_up_steps) steady.push_back(&s);
+  }
+  std::vector<double> all;
+  all.reserve(steady.size());
+  for (const StepPace* s : steady)
+    all.push_back(s->seconds);
+  const double normal = median(all);
+  std::vector<const StepPace*> regular;
+  for (const StepPace* s : steady) {
+    if (s->seconds <= policy.irregular_ratio * normal) regular.push_back(s);
+  }
+  const auto per = static_cast<size_t>(policy.steps_per_window);
+  const size_t n = regular.size() / per;  // whole windows only
+  const auto sustained = static_cast<size_t>(std::max<int64_t>(policy.sustained_windows, 1));
+  if (n < 2 * sustained) return sd;
+  std::vector<double> wm(n);
+  for (size_t w = 0; w < n; ++w) {
+    std::vector<double> v;
+    for (size_t i = w * per; i < (w + 1) * per; ++i)
+      v.push_back(regular[i]->seconds);
+    wm[w] = median(std::move(v));
+  }
+  for (size_t k = sustained; k + sustained <= n; ++k) {
+    const double base = median(std::vector<double>(wm.begin(), wm.begin() + static_cast<long>(k)));
+    const double bar = policy.slowdown_ratio * base;
+    if (base <= 0 || !std::all_of(wm.begin() + static_cast<long>(k), wm.end(),
+                                  [&](double m) { return m >= bar; }))
+      continue;
+    sd.found = true;
+    sd.from_s = base;
+    sd.to_s = median(std::vector<double>(wm.begin() + static_cast<long>(k), wm.end()));
+    // The first slow step: in the window before (the shift can start mid-window) or this one.
+    const StepPace* at = regular[k * per];
+    for (size_t i = (k - 1) * per; i < (k + 1) * per; ++i) {
+      bool stays = true;
+      for (size_t j = i; j < std::min(i + per / 2 + 1, regular.size()); ++j)
+        stays = stays && regular[j]->seconds >= bar;
+      if (regular[i]->seconds >= bar && stays) {
+        at = regular[i];
+        break;
+      }
+    }
+    sd.since_step = at->step;
+    sd.since_usec = at->time_usec;
+    sd.since_line = at->line;
+    break;
+  }
+  if (!sd.found) return sd;
+  // Attribution: a node's clocks first (the hardware said so), then the stragglers of that time.
+  if (sd.since_usec > 0) {
+    if (const auto node = clock_drop_at(sd.since_usec, clocks, policy)) {
+      sd.node = node->first;
+      sd.basis = node->second;
+      return sd;
+    }
+  }
+  // "The same time": within the slack of each other, or anywhere when the log has no times.
+  std::set<std::string> nodes;
+  std::string who;
+  for (const Straggler& st : stragglers) {
+    const bool then = st.since_usec <= 0 || sd.since_usec <= 0 ||
+                      std::llabs(st.since_usec - sd.since_usec) <= policy.same_time_slack_usec;
+    if (!then) continue;
+    nodes.insert(st.node);
+    if (who.empty() && st.rank) who = "rank " + std::to_string(*st.rank);
+  }
+  if (nodes.size() == 1 && !nodes.begin()->empty()) {
+    sd.node = *nodes.begin();
+    sd.basis = (who.empty() ? std::string("its ranks") : who) + " fell behind the others then";
+  }
+  return sd;
+}
+
+}  // namespace triage
