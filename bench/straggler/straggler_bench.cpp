@@ -113,7 +113,8 @@ bool write_log(const std::string& path, uint64_t size, int ranks) {
       put(std::snprintf(line, sizeof line,
                         "%d: [%s] completed step: %lld, seconds: %.3f, TFLOP/s/device: %.3f, "
                         "Tokens/s/device: 3403.064, total_weights: 1048576, loss: %.3f\n",
-                        r, stamp, static_cast<long long>(step), sec, tflops, 2.5 - 1e-6 * step));
+                        r, stamp, static_cast<long long>(step), sec, tflops,
+                        2.5 - 1e-6 * static_cast<double>(step)));
       put(std::snprintf(line, sizeof line,
                         "%d: gpu-%03d:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] via "
                         "P2P/CUMEM/read\n",
