@@ -196,7 +196,7 @@ void RankRhythmReader::on_step_line(const LineText& lt, int64_t step, int64_t li
   std::string_view rest = lt.text.substr(at + 7);
   // "TFLOP/s/device: 171.2", "TFLOP/s per GPU: 171.2", "TFLOP/s=171.2"
   const size_t sep = rest.find_first_of(":=");
-  if (sep == std::string_view::npos || sep > 16) return;
+  if (sep > 16) return;  // npos too: no separator close behind the unit
   const auto v = leading_number(ltrim(rest.substr(sep + 1)));
   if (!v) return;
   r_.tflops.add(step, lt.rank, *v, line_no, last_time_usec_);

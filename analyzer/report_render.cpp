@@ -136,8 +136,8 @@ void stragglers_markdown(const Triage& t, std::string& md) {
   const Slowdown& d = t.slowdown;
   if (d.found) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%.2f s to %.2f s (+%.0f%%)", d.from_s, d.to_s,
-                  d.from_s > 0 ? (d.to_s / d.from_s - 1) * 100 : 0.0);
+    (void)std::snprintf(buf, sizeof buf, "%.2f s to %.2f s (+%.0f%%)", d.from_s, d.to_s,
+                        d.from_s > 0 ? (d.to_s / d.from_s - 1) * 100 : 0.0);
     md += "**Slowdown:** steady step time rose from " + std::string(buf) + " at step " +
           std::to_string(d.since_step) + " (" + md_prose(since_text(d.since_usec, d.since_line)) +
           ") and stayed there";
@@ -151,7 +151,7 @@ void stragglers_markdown(const Triage& t, std::string& md) {
         "|\n|------|------|----------------|-------|-------|\n";
     for (const Straggler& s : t.stragglers) {
       char speed[32];
-      std::snprintf(speed, sizeof speed, "%.2f", s.relative_speed);
+      (void)std::snprintf(speed, sizeof speed, "%.2f", s.relative_speed);
       md += "| " + (s.rank ? std::to_string(*s.rank) : std::string("-")) + " | " +
             md_prose(s.node.empty() ? "-" : s.node) + " | " + speed + " | " +
             md_prose(since_text(s.since_usec, s.since_line)) + " | " + md_code_span(s.basis) +

@@ -44,7 +44,7 @@ std::string xml(const std::string& s) {
 
 std::string num(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
+  (void)std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
 
@@ -75,6 +75,7 @@ std::string render_step_time_svg(const std::vector<StepPace>& steps, const Slowd
   const double x1 = std::max(x0 + 1, static_cast<double>(timed.back()->step));
   // The scale stops at 3x the median: a checkpoint step of minutes would flatten the rest.
   std::vector<double> secs;
+  secs.reserve(timed.size());
   for (const StepPace* s : timed)
     secs.push_back(s->seconds);
   std::nth_element(secs.begin(), secs.begin() + static_cast<std::ptrdiff_t>(secs.size() / 2),
@@ -173,7 +174,7 @@ std::string render_clock_strip_svg(const std::vector<tsdb::TimelineSeries>& cloc
       const int g = static_cast<int>(std::lround(240 - 220 * k));
       const int b = static_cast<int>(std::lround(245 - 225 * k));
       char fill[16];
-      std::snprintf(fill, sizeof fill, "#%02x%02x%02x", r, g, b);
+      (void)std::snprintf(fill, sizeof fill, "#%02x%02x%02x", r, g, b);
       svg += "<rect x=\"" + num(kLeft + static_cast<double>(c) * col_w) + "\" y=\"" + num(y) +
              "\" width=\"" + num(col_w + 0.5) + "\" height=\"" + std::to_string(kRowHeight - 2) +
              "\" fill=\"" + fill + "\"/>\n";

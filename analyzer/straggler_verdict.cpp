@@ -110,8 +110,8 @@ std::optional<std::pair<std::string, std::string>> clock_drop_at(
     const double a = median(after);
     if (b > 0 && a <= policy.clock_drop_ratio * b) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "its GPU clocks fell from %.0f MHz to %.0f MHz at that time",
-                    b, a);
+      (void)std::snprintf(buf, sizeof buf,
+                          "its GPU clocks fell from %.0f MHz to %.0f MHz at that time", b, a);
       dropped.emplace_back(n.host, buf);
     }
   }

@@ -99,7 +99,7 @@ RequeueNote note_of(const RequeueFacts& f, const RequeueDecision& d, int attempt
 namespace {
 
 constexpr const char* kHeldFile = "requeue-held.json";
-constexpr int64_t kPreviousAttemptWindowSec = 7 * 86400;
+constexpr int64_t kPreviousAttemptWindowSec = int64_t{7} * 86400;
 
 }  // namespace
 

@@ -69,6 +69,7 @@ double run_child(const std::vector<std::string>& args, int cpu) {
     ::dup2(devnull, 2);
     std::vector<char*> argv;
     std::vector<std::string> copy = args;
+    argv.reserve(copy.size() + 1);
     for (auto& a : copy)
       argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -93,7 +94,7 @@ bool write_log(const std::string& path, uint64_t size, int ranks) {
   char line[512];
   auto put = [&](int n) {
     if (n > 0) {
-      std::fwrite(line, 1, static_cast<size_t>(n), f);
+      (void)std::fwrite(line, 1, static_cast<size_t>(n), f);
       written += static_cast<uint64_t>(n);
     }
   };
@@ -107,7 +108,7 @@ bool write_log(const std::string& path, uint64_t size, int ranks) {
     struct tm tm {};
     gmtime_r(&ts, &tm);
     char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    (void)std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
     for (int r = 0; r < ranks; ++r) {
       const double tflops = (late && r == slow_rank ? 118.0 : 171.0) + jitter(rng);
       put(std::snprintf(line, sizeof line,

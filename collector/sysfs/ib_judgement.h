@@ -25,9 +25,9 @@ struct IbCounterLimit {
 };
 
 struct IbThresholds {
-  int64_t flap_down_min_s = 25;       // GPUd scan_flaps.go: a flap is down >= 25 s, then back
-  int64_t flap_count = 3;             // GPUd: 3 flaps ...
-  int64_t flap_window_s = 12 * 3600;  // ... in 12 h
+  int64_t flap_down_min_s = 25;  // GPUd scan_flaps.go: a flap is down >= 25 s, then back
+  int64_t flap_count = 3;        // GPUd: 3 flaps ...
+  int64_t flap_window_s = int64_t{12} * 3600;  // ... in 12 h
   std::string down_action = "investigate";
   std::string flap_action = "drain";
   std::string rate_action = "investigate";

@@ -10,7 +10,7 @@ namespace {
 
 std::string gbps(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  (void)std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -126,8 +126,9 @@ std::vector<KernelEvent> IbPortWatch::update(const SysfsSnapshot& snap) {
     if (!slow_reported_.insert(key).second) continue;
     const auto p = std::find_if(snap.ib.begin(), snap.ib.end(),
                                 [&](const IbPort& q) { return q.name() == s.port; });
-    KernelEvent& e = event(*p, "ib-port-rate:" + base + key, "ib-port-rate",
-                           severity_of(thresholds_.rate_action), thresholds_.rate_action);
+    KernelEvent& e =
+        event(*p, std::string("ib-port-rate:").append(base).append(key), "ib-port-rate",
+              severity_of(thresholds_.rate_action), thresholds_.rate_action);
     e.summary = "port " + s.port + " runs at " + gbps(s.rate_gbps) + " Gb/s, its peers at " +
                 gbps(s.peer_gbps) + " Gb/s";
     e.lines.push_back(e.summary);

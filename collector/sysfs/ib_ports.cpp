@@ -123,13 +123,14 @@ IbRead read_ib_ports(GuardedReader& reader, const std::string& infiniband_dir) {
   IbRead out;
   std::vector<Item> items;
   for (const std::string& dev : names_in(infiniband_dir)) {
-    const std::string ports_dir = infiniband_dir + "/" + dev + "/ports";
+    const std::string ports_dir =
+        std::string(infiniband_dir).append("/").append(dev).append("/ports");
     for (const std::string& port : names_in(ports_dir)) {
       const size_t idx = out.ports.size();
       IbPort p;
       p.device = dev;
       p.port = port;
-      p.path = ports_dir + "/" + port;
+      p.path = std::string(ports_dir).append("/").append(port);
       items.push_back({idx, Field::kState, "", p.path + "/state"});
       items.push_back({idx, Field::kPhysState, "", p.path + "/phys_state"});
       items.push_back({idx, Field::kRate, "", p.path + "/rate"});

@@ -35,7 +35,7 @@ void write_port(const std::string& ib, const std::string& dev, const std::string
   write_file(p + "/rate", rate + "\n");
   write_file(p + "/link_layer", "InfiniBand\n");
   for (const auto& [name, value] : counters)
-    write_file(p + "/counters/" + name, value + "\n");
+    write_file(std::string(p).append("/counters/").append(name), value + "\n");
 }
 
 HwCounterReader::Options options(const std::string& root) {
@@ -202,7 +202,9 @@ TEST(IbJudgement, FlapsAndCounterRatesFollowGpudAndNvsentinel) {
   EXPECT_FALSE(ib_is_flap(24, t));
   EXPECT_TRUE(ib_is_flap(25, t));
   const int64_t now = 100'000 * kSec;
-  EXPECT_EQ(ib_flaps_in_window({now - 13 * 3600 * kSec, now - 3600 * kSec, now}, now, t), 2);
+  EXPECT_EQ(ib_flaps_in_window({now - int64_t{13} * 3600 * kSec, now - int64_t{3600} * kSec, now},
+                               now, t),
+            2);
   const IbCounterLimit any{"link_downed", 0, 1, "investigate"};
   EXPECT_FALSE(ib_counter_over_limit(0, 10, any));
   EXPECT_TRUE(ib_counter_over_limit(1, 10, any));
@@ -286,7 +288,7 @@ TEST(IbPortWatch, ThreeLongDownsIn12HoursMakeAFlapEvent) {
 
   IbPortWatch brief("gpu-a017", "boot-a", IbThresholds{});
   for (int i = 0; i < 5; ++i) {
-    brief.update(snapshot(i * 100, {port("mlx5_0", "DOWN", 400)}));
+    brief.update(snapshot(int64_t{i} * 100, {port("mlx5_0", "DOWN", 400)}));
     const auto evs = brief.update(snapshot(i * 100 + 10, {port("mlx5_0", "ACTIVE", 400)}));
     EXPECT_TRUE(of_kind(evs, "ib-port-flap").empty()) << "10 s down is no flap (GPUd: 25 s)";
   }

@@ -323,7 +323,13 @@ SlurmCommandResult FakeSlurm::run_command(const std::vector<std::string>& argv) 
   if (!argv.empty() && argv[0] == "sinfo") {
     for (const auto& [name, n] : nodes_) {
       std::string state = to_lower(n.state);
-      r.out += "debug|" + name + "|" + state + "|" + (n.reason.empty() ? "none" : n.reason) + "\n";
+      r.out += "debug|";
+      r.out += name;
+      r.out += "|";
+      r.out += state;
+      r.out += "|";
+      r.out += n.reason.empty() ? "none" : n.reason;
+      r.out += "\n";
     }
     r.ok = true;
     return r;

@@ -53,9 +53,10 @@ std::string stamp(int64_t sec) {
 
 std::string step_line(int rank, int64_t t, int64_t step, double seconds, double tflops) {
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "%d: %s completed step: %lld, seconds: %.3f, TFLOP/s/device: %.3f, loss: 2.100\n",
-                rank, stamp(t).c_str(), static_cast<long long>(step), seconds, tflops);
+  (void)std::snprintf(
+      buf, sizeof buf,
+      "%d: %s completed step: %lld, seconds: %.3f, TFLOP/s/device: %.3f, loss: 2.100\n", rank,
+      stamp(t).c_str(), static_cast<long long>(step), seconds, tflops);
   return buf;
 }
 
@@ -135,7 +136,7 @@ std::string megatron_timers(int ranks, int slow_rank, double factor) {
       const double ms =
           std::string(timer) != "forward-backward" && r == slow_rank ? base * factor : base;
       char buf[64];
-      std::snprintf(buf, sizeof buf, "3:      rank %2d: %.2f\n", r, ms);
+      (void)std::snprintf(buf, sizeof buf, "3:      rank %2d: %.2f\n", r, ms);
       out += buf;
     }
   }
@@ -195,7 +196,7 @@ std::vector<NodeClockSeries> clocks_with_drop(const std::string& slow, int64_t f
   std::vector<NodeClockSeries> out;
   for (const std::string host : {"node-a", "node-b", "node-c"}) {
     NodeClockSeries n{host, {}};
-    for (int64_t t = kT0; t < kT0 + 6 * 3600; t += 30) {
+    for (int64_t t = kT0; t < kT0 + int64_t{6} * 3600; t += 30) {
       const bool low = host == slow && t >= from_sec;
       n.samples.emplace_back(t * kSec, low ? 1290.0 : 1980.0 - static_cast<double>(t % 60) / 6);
     }
@@ -301,7 +302,7 @@ tsdb::TsdbResult tsdb_with_clocks(const std::vector<NodeClockSeries>& clocks) {
   tsdb::TsdbResult r;
   r.available = true;
   r.timeline.start = static_cast<double>(kT0);
-  r.timeline.end = static_cast<double>(kT0 + 6 * 3600);
+  r.timeline.end = static_cast<double>(kT0 + int64_t{6} * 3600);
   for (const auto& n : clocks) {
     tsdb::TimelineSeries s;
     s.name = n.host;

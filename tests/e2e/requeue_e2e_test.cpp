@@ -164,7 +164,7 @@ std::string agent_lines_about(const SlurmCluster& c, uint32_t id) {
     std::istringstream all(
         slurp(std::filesystem::path(c.state_dir()) / "log" / ("agent-" + n + ".out")));
     for (std::string line; std::getline(all, line);) {
-      if (line.find(tag) != std::string::npos) out += n + ": " + line + "\n";
+      if (line.find(tag) != std::string::npos) out.append(n).append(": ").append(line).append("\n");
     }
   }
   return out;

@@ -45,6 +45,7 @@ json record(uint64_t id, const std::string& a, const std::string& b, const std::
 // A busy history in which n1 and n2 (both under leaf1) each fail six jobs and nothing else does.
 std::vector<json> history(const std::vector<std::string>& n) {
   std::vector<json> jobs;
+  jobs.reserve(1000 + 60 * 4 + 20 + 12);
   uint64_t id = 1;
   for (int i = 0; i < 1000; ++i)
     jobs.push_back(record(id++, n[2], n[3], ""));

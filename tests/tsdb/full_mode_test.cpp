@@ -309,11 +309,11 @@ TEST_F(TsdbTest, AFullAnalysisNamesTheNodeWhoseClocksDroppedWhenTheStepTimeRose)
     const auto tt = static_cast<time_t>(t);
     struct tm tm {};
     gmtime_r(&tt, &tm);
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    (void)std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
     for (int r = 0; r < 2; ++r) {
       char line[160];
-      std::snprintf(line, sizeof line, "%d: [%s] completed step: %lld, seconds: %.3f\n", r, stamp,
-                    static_cast<long long>(step), t >= drop ? 13.0 : 10.0);
+      (void)std::snprintf(line, sizeof line, "%d: [%s] completed step: %lld, seconds: %.3f\n", r,
+                          stamp, static_cast<long long>(step), t >= drop ? 13.0 : 10.0);
       log += line;
     }
   }

@@ -210,6 +210,7 @@ nlohmann::json two_node_job(uint64_t id, const std::string& a, const std::string
 std::vector<nlohmann::json> two_lemons_under_one_leaf() {
   std::vector<nlohmann::json> jobs;
   uint64_t id = 1;
+  jobs.reserve(1000 + 60 * 4 + 12);
   for (int i = 0; i < 1000; ++i)
     jobs.push_back(two_node_job(id++, "g3", "g4"));
   for (int i = 0; i < 60; ++i) {
@@ -265,7 +266,8 @@ TEST(NodesCommand, TwoSuspectsUnderOneLeafSwitchNameTheSwitch) {
 
   // Without a topology, or with one that does not read, the two nodes are named as before.
   for (const std::string& topology : {std::string("none"), dir.path() + "/garbage.txt"}) {
-    const CliRun plain = run_cli(common + " --format json --topology " + topology);
+    const CliRun plain =
+        run_cli(std::string(common).append(" --format json --topology ").append(topology));
     ASSERT_EQ(plain.status, 0) << plain.out;
     const auto p = nlohmann::json::parse(plain.out, nullptr, false);
     ASSERT_TRUE(p.is_object()) << plain.out;

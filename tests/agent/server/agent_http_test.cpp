@@ -27,11 +27,9 @@ using testing::http_get;
 using testing::http_get_munged;
 using testing::kDaemon;
 using testing::kNobody;
-using testing::lifecycle;
 using testing::make_event;
 using testing::metric_value;
 using testing::MungeDaemon;
-using testing::socket_json;
 using testing::TempDir;
 
 // promtool's own verdict on the exposition, when promtool is installed.

@@ -559,7 +559,7 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
   // Descriptors above the lowest free one (ours, the agent's threads') stay open; the agent can
   // take about two more clients.
   rlimit low = saved;
-  low.rlim_cur = static_cast<rlim_t>(lowest_free_fd() + 2);
+  low.rlim_cur = static_cast<rlim_t>(lowest_free_fd()) + 2;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   (void)!::write(go[1], "g", 1);
   std::string report;
