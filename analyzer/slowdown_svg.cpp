@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analyzer/tsdb/svg_text.h"
 #include "common/time_util.h"
 
 namespace triage {
@@ -18,34 +19,12 @@ constexpr int kStripColumns = 180;   // time bins of the heat strip
 constexpr int kRowHeight = 16;
 constexpr size_t kMaxRows = 256;  // nodes drawn (a huge job's strip stays a readable file)
 
-// Node names and times come from the job's metrics: escaped like any text from outside.
 std::string xml(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return svg_text(s);
 }
 
 std::string num(double v) {
-  char buf[32];
-  (void)std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return svg_number(v);
 }
 
 std::string stem_of(const std::string& report_md_name) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "analyzer/tsdb/playbook_context.h"
+#include "analyzer/tsdb/svg_text.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/safe_io.h"
 #include "common/text.h"
@@ -21,36 +22,11 @@ const char* const kPalette[] = {"#d62728", "#1f77b4", "#ff7f0e", "#2ca02c",
                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 std::string xml(const std::string& raw) {
-  // Host names and labels come from the TSDB: repaired to valid UTF-8 without controls first.
-  const std::string s = printable(raw);
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (c < 0x20 && c != '\t') break;  // control characters are not allowed in XML 1.0
-        out += static_cast<char>(c);
-    }
-  }
-  return out;
+  return svg_text(raw);
 }
 
 std::string n(double v) {
-  char buf[32];
-  (void)std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return svg_number(v);
 }
 
 struct Panel {

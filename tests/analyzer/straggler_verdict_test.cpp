@@ -352,11 +352,16 @@ TEST(SlowdownPictures, TheStepTimePictureMarksTheSlowdownAndTheStripMarksItsNode
 
   auto clocks = tsdb_with_clocks(clocks_with_drop("node-b", sd.since_usec / kSec)).timeline;
   clocks.clock.push_back({"<script>", false, {{static_cast<double>(kT0 + 60), 1980.0}}});
+  // A control character in a host name would make the file invalid XML 1.0: it is shown as "\xNN".
+  clocks.clock.push_back({"bad\x01host\x1b", false, {{static_cast<double>(kT0 + 60), 1980.0}}});
   const std::string strip = render_clock_strip_svg(clocks.clock, clocks.start, clocks.end, sd);
   EXPECT_NE(strip.find("font-weight=\"bold\" fill=\"#d62728\">node-b</text>"), std::string::npos);
   EXPECT_NE(strip.find(">slowdown</text>"), std::string::npos);
   EXPECT_NE(strip.find("&lt;script&gt;"), std::string::npos);
   EXPECT_EQ(strip.find("<script>"), std::string::npos);
+  EXPECT_NE(strip.find(">bad\\x01host\\x1b</text>"), std::string::npos);
+  EXPECT_EQ(strip.find('\x01'), std::string::npos);
+  EXPECT_EQ(strip.find('\x1b'), std::string::npos);
   // A throttled column is dark, a normal one pale.
   EXPECT_NE(strip.find("fill=\"#"), std::string::npos);
 }
