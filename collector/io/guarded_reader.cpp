@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -212,6 +213,38 @@ std::vector<StuckRead> GuardedReader::stuck_reads() const {
 size_t GuardedReader::stuck_workers() const {
   std::lock_guard<std::mutex> l(shared_->mu);
   return shared_->abandoned_alive;
+}
+
+GuardedReader::FileReads GuardedReader::read_files(std::vector<std::string> paths,
+                                                   size_t max_bytes) {
+  // Shared with the workers: one abandoned on a stuck read may still publish after this returns.
+  struct Shared {
+    std::mutex mu;
+    std::vector<std::string> paths;
+    FileReads out;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->paths = std::move(paths);
+  shared->out.data.resize(shared->paths.size());
+  const EachReport report =
+      run_each(shared->paths.size(), [shared, max_bytes](Reads& reads, size_t i) {
+        const std::string& path = shared->paths[i];
+        const Reads::Result r = reads.read(path, max_bytes);
+        if (r.status == Reads::Status::kAbandoned) return;
+        std::lock_guard<std::mutex> l(shared->mu);
+        if (r.status == Reads::Status::kSkipped) {
+          shared->out.skipped.push_back(path);
+        } else if (r.status == Reads::Status::kError) {
+          shared->out.errors.push_back(path + ": " + std::strerror(r.error));
+        } else {
+          shared->out.data[i] = r.data;
+        }
+      });
+  std::lock_guard<std::mutex> l(shared->mu);
+  FileReads out = shared->out;
+  for (size_t i : report.not_reached)
+    out.skipped.push_back(shared->paths[i]);
+  return out;
 }
 
 }  // namespace triage::collector

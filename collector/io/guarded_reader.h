@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,19 @@ class GuardedReader {
   // on an abandoned worker after this returns, so it must own (capture by value) everything it
   // touches, and publish results only while reads are not abandoned.
   EachReport run_each(size_t count, const std::function<void(Reads&, size_t)>& fn);
+
+  // What read_files gives back: each path's text (nullopt when it was not read), "path: strerror"
+  // for each read that failed, and the paths skipped (an earlier reader still stuck there) or
+  // never reached (too many stuck readers).
+  struct FileReads {
+    std::vector<std::optional<std::string>> data;
+    std::vector<std::string> errors;
+    std::vector<std::string> skipped;
+  };
+
+  // Reads each of `paths` (at most `max_bytes` each) through run_each: the sysfs readers' one way
+  // to read a list of counter files that a driver may block in.
+  FileReads read_files(std::vector<std::string> paths, size_t max_bytes);
 
   // Reads that are still stuck (their workers have not come back).
   std::vector<StuckRead> stuck_reads() const;

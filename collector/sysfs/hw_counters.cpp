@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <mutex>
 #include <set>
 #include <system_error>
 
@@ -134,13 +132,6 @@ std::vector<Item> discover(const std::string& root) {
   return items;
 }
 
-struct Results {
-  std::mutex mu;
-  std::vector<std::optional<std::string>> data;  // per item, when read
-  std::vector<std::string> errors;
-  std::vector<std::string> skipped;
-};
-
 }  // namespace
 
 HwCounterReader::HwCounterReader(Options options)
@@ -150,29 +141,16 @@ HwCounterReader::HwCounterReader(Options options)
 SysfsSnapshot HwCounterReader::read() {
   SysfsSnapshot snap;
   snap.time_usec = now_usec();
-  auto items = std::make_shared<const std::vector<Item>>(discover(options_.sysfs_root));
-  auto results = std::make_shared<Results>();
-  results->data.resize(items->size());
-  const auto report =
-      reader_.run_each(items->size(), [items, results](GuardedReader::Reads& reads, size_t i) {
-        using Status = GuardedReader::Reads::Status;
-        const Item& item = (*items)[i];
-        const auto r = reads.read(item.path, size_t{16} * 1024);
-        if (r.status == Status::kAbandoned) return;
-        std::lock_guard<std::mutex> l(results->mu);
-        if (r.status == Status::kSkipped) {
-          results->skipped.push_back(item.path);
-        } else if (r.status == Status::kError) {
-          results->errors.push_back(item.path + ": " + std::strerror(r.error));
-        } else {
-          results->data[i] = r.data;
-        }
-      });
-  std::lock_guard<std::mutex> l(results->mu);
-  for (size_t i = 0; i < items->size(); ++i) {
-    const Item& item = (*items)[i];
-    if (!results->data[i]) continue;
-    const std::string& text = *results->data[i];
+  const std::vector<Item> items = discover(options_.sysfs_root);
+  std::vector<std::string> paths;
+  paths.reserve(items.size());
+  for (const Item& item : items)
+    paths.push_back(item.path);
+  GuardedReader::FileReads read = reader_.read_files(std::move(paths), size_t{16} * 1024);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    if (!read.data[i]) continue;
+    const std::string& text = *read.data[i];
     if (item.ras) {
       const auto counts = parse_ras_count(text);
       if (!counts) {
@@ -190,10 +168,8 @@ SysfsSnapshot HwCounterReader::read() {
       snap.aer.push_back({item.device, item.card, item.name, *total, item.path});
     }
   }
-  snap.errors.insert(snap.errors.end(), results->errors.begin(), results->errors.end());
-  snap.skipped = results->skipped;
-  for (size_t i : report.not_reached)
-    snap.skipped.push_back((*items)[i].path);
+  snap.errors.insert(snap.errors.end(), read.errors.begin(), read.errors.end());
+  snap.skipped = std::move(read.skipped);
   // The ports go through the same reader: one stuck list, one cap on stuck threads.
   IbRead ib = read_ib_ports(reader_, options_.infiniband_dir.empty()
                                          ? options_.sysfs_root + "/class/infiniband"

@@ -2,9 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <cstring>
-#include <memory>
-#include <mutex>
 #include <system_error>
 
 #include "common/safe_io.h"
@@ -66,13 +63,6 @@ struct Item {
   Field field = Field::kCounter;
   std::string counter;  // the counter's key in IbPort::counters
   std::string path;
-};
-
-struct Results {
-  std::mutex mu;
-  std::vector<std::optional<std::string>> data;
-  std::vector<std::string> errors;
-  std::vector<std::string> skipped;
 };
 
 // Applies one file's text to its port; false when the text is not what the file holds.
@@ -145,35 +135,19 @@ IbRead read_ib_ports(GuardedReader& reader, const std::string& infiniband_dir) {
       out.ports.push_back(std::move(p));
     }
   }
-  auto shared_items = std::make_shared<const std::vector<Item>>(std::move(items));
-  auto results = std::make_shared<Results>();
-  results->data.resize(shared_items->size());
-  const auto report = reader.run_each(
-      shared_items->size(), [shared_items, results](GuardedReader::Reads& reads, size_t i) {
-        using Status = GuardedReader::Reads::Status;
-        const Item& item = (*shared_items)[i];
-        const auto r = reads.read(item.path, size_t{4} * 1024);
-        if (r.status == Status::kAbandoned) return;
-        std::lock_guard<std::mutex> l(results->mu);
-        if (r.status == Status::kSkipped) {
-          results->skipped.push_back(item.path);
-        } else if (r.status == Status::kError) {
-          results->errors.push_back(item.path + ": " + std::strerror(r.error));
-        } else {
-          results->data[i] = r.data;
-        }
-      });
-  std::lock_guard<std::mutex> l(results->mu);
-  for (size_t i = 0; i < shared_items->size(); ++i) {
-    const Item& item = (*shared_items)[i];
-    if (!results->data[i]) continue;
-    if (!apply(out.ports[item.port], item, *results->data[i]))
+  std::vector<std::string> paths;
+  paths.reserve(items.size());
+  for (const Item& item : items)
+    paths.push_back(item.path);
+  GuardedReader::FileReads read = reader.read_files(std::move(paths), size_t{4} * 1024);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    if (!read.data[i]) continue;
+    if (!apply(out.ports[item.port], item, *read.data[i]))
       out.errors.push_back(item.path + ": " + expected(item.field));
   }
-  out.errors.insert(out.errors.end(), results->errors.begin(), results->errors.end());
-  out.skipped = results->skipped;
-  for (size_t i : report.not_reached)
-    out.skipped.push_back((*shared_items)[i].path);
+  out.errors.insert(out.errors.end(), read.errors.begin(), read.errors.end());
+  out.skipped = std::move(read.skipped);
   return out;
 }
 
