@@ -12,33 +12,11 @@ for d in /usr/sbin/mariadbd /usr/sbin/slurmdbd; do
   [[ -x $d ]] || { echo "dev_cluster_test: no $d (scripts/install-deps); skipped"; exit 77; }
 done
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-state=$(mktemp -d /var/tmp/triage-dev-cluster-test.XXXXXX)
-export TRIAGE_DEV_STATE=$state TRIAGE_BUILD_DIR=$build
+test_name=dev_cluster_test
+# shellcheck source=tests/e2e/dev_cluster_test_lib.sh
+source "$src/tests/e2e/dev_cluster_test_lib.sh"
 export TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
 export TRIAGE_DEV_DB_PORTS="$(free_port) $(free_port)"
-dev() { "$src/scripts/dev-cluster" "$@"; }
-cleanup() {
-  dev down >/dev/null 2>&1 || true
-  rm -rf "$state"
-}
-trap cleanup EXIT
-fail() {
-  echo "dev_cluster_test: $*" >&2
-  for f in "$state"/log/*; do [[ -f $f ]] && { echo "--- $f"; tail -n 20 "$f"; } >&2; done
-  exit 1
-}
-# wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds, or fail naming WHAT.
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "no $what within the time allowed"
-    sleep 1
-  done
-}
 
 dev up --nodes 2 --accounting --plugin-args 'requeue=allow' || fail "up failed"
 mapfile -t nodes < <(sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$state/etc/slurm.conf")

@@ -12,32 +12,11 @@ build=$(cd "$2" && pwd)
 [[ $(id -u) -eq 0 ]] || { echo "preflight_test: needs root; skipped"; exit 77; }
 started=$SECONDS
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-state=$(mktemp -d /var/tmp/triage-preflight-test.XXXXXX)
-export TRIAGE_DEV_STATE=$state TRIAGE_BUILD_DIR=$build
+test_name=preflight_test fail_log_lines=30
+# shellcheck source=tests/e2e/dev_cluster_test_lib.sh
+source "$src/tests/e2e/dev_cluster_test_lib.sh"
 TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
 export TRIAGE_DEV_PORTS
-dev() { "$src/scripts/dev-cluster" "$@"; }
-cleanup() {
-  dev down >/dev/null 2>&1 || true
-  rm -rf "$state"
-}
-trap cleanup EXIT
-fail() {
-  echo "preflight_test: $*" >&2
-  for f in "$state"/log/*; do [[ -f $f ]] && { echo "--- $f"; tail -n 30 "$f"; } >&2; done
-  exit 1
-}
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "no $what within the time allowed"
-    sleep 1
-  done
-}
 
 dev up --nodes 2 --plugin-args 'preflight=on' || fail "up failed"
 mapfile -t nodes < <(sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$state/etc/slurm.conf")

@@ -14,37 +14,14 @@ src=$1
 build=$(cd "$2" && pwd)
 [[ $(id -u) -eq 0 ]] || { echo "reboot_e2e_test: needs root; skipped"; exit 77; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-state=$(mktemp -d /var/tmp/triage-reboot-test.XXXXXX)
+test_name=reboot_e2e_test wait_poll=0.5 fail_log_lines=15
+fail_log_globs="slurmctld.log agent*.out reboot*.out"
+fail_context() { sinfo -N -o '%N %T %E'; }
+# shellcheck source=tests/e2e/dev_cluster_test_lib.sh
+source "$src/tests/e2e/dev_cluster_test_lib.sh"
 agent_port=$(free_port)
-export TRIAGE_DEV_STATE=$state TRIAGE_BUILD_DIR=$build
 export TRIAGE_DEV_PORTS="$(free_port) $(free_port) $agent_port"
 export TRIAGE_DEV_AGENT_SET="DrainPolicy=auto Remediate=reboot MaxTriageDrainFraction=0.5"
-dev() { "$src/scripts/dev-cluster" "$@"; }
-cleanup() {
-  dev down >/dev/null 2>&1 || true
-  rm -rf "$state"
-}
-trap cleanup EXIT
-fail() {
-  echo "reboot_e2e_test: $*" >&2
-  sinfo -N -o '%N %T %E' >&2 || true
-  for f in "$state"/log/slurmctld.log "$state"/log/agent*.out "$state"/log/reboot*.out; do
-    [[ -f $f ]] && { echo "--- $f"; tail -n 15 "$f"; } >&2
-  done
-  exit 1
-}
-# wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds, or fail naming WHAT.
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "no $what within the time allowed"
-    sleep 0.5
-  done
-}
 state_of() { sinfo -h -N -n "$1" -o '%T' | head -n 1; }
 reason_of() { sinfo -h -N -n "$1" -o '%E' | head -n 1; }
 is_state() { [[ $(state_of "$1") == "$2" ]]; }

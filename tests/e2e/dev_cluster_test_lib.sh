@@ -1,0 +1,51 @@
+# shellcheck shell=bash disable=SC2154  # src, build and test_name: set by the sourcing test
+# Sourced by the shell e2e tests that drive scripts/dev-cluster (dev_cluster_test.sh,
+# preflight_test.sh, reboot_e2e_test.sh): a private state directory, `dev` for the script, the
+# cluster taken down and the directory removed on exit, `fail` with the daemons' log tails, and
+# `wait_for`. Set before sourcing:
+#   src, build       the source and build directories
+#   test_name        names the test in messages and its state directory
+# Optional:
+#   fail_log_globs   which logs under $state/log `fail` shows (default: all)
+#   fail_log_lines   how many of their last lines (default 20)
+#   wait_poll        seconds between wait_for's tries (default 1)
+# and a function `fail_context`, whose output `fail` prints before the logs.
+
+: "${src:?}" "${build:?}" "${test_name:?}"
+
+# A loopback port nobody listens on now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+state=$(mktemp -d "/var/tmp/triage-$test_name.XXXXXX")
+export TRIAGE_DEV_STATE=$state TRIAGE_BUILD_DIR=$build
+dev() { "$src/scripts/dev-cluster" "$@"; }
+cleanup() {
+  dev down >/dev/null 2>&1 || true
+  rm -rf "$state"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "$test_name: $*" >&2
+  if declare -F fail_context >/dev/null; then fail_context >&2 || true; fi
+  local g f pats
+  read -ra pats <<<"${fail_log_globs:-*}"  # split, not globbed here: under $state/log below
+  for g in "${pats[@]}"; do
+    for f in "$state"/log/$g; do
+      [[ -f $f ]] && { echo "--- $f"; tail -n "${fail_log_lines:-20}" "$f"; } >&2
+    done
+  done
+  exit 1
+}
+
+# wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds, or fail naming WHAT.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "no $what within the time allowed"
+    sleep "${wait_poll:-1}"
+  done
+}
