@@ -30,9 +30,16 @@
 #include "analyzer/log_scanner.h"
 #include "analyzer/signature_catalog.h"
 #include "analyzer/straggler_verdict.h"
+#include "bench/support/child_run.h"
 #include "common/error.h"
 
 namespace {
+
+using triage::bench::best_of;
+using triage::bench::Measure;
+using triage::bench::parse_size;
+using triage::bench::pin_to_cpu;
+using triage::bench::run;
 
 using triage::ScanOptions;
 using triage::ScanPlan;
@@ -49,37 +56,6 @@ struct Options {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<size_t>(cpu), &set);
-  (void)::sched_setaffinity(0, sizeof set, &set);
-}
-
-// A child's wall time, pinned to `cpu`, output to /dev/null.
-double run_child(const std::vector<std::string>& args, int cpu) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    pin(cpu);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    std::vector<char*> argv;
-    std::vector<std::string> copy = args;
-    argv.reserve(copy.size() + 1);
-    for (auto& a : copy)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) == 127) return -1;
-  return seconds_since(t0);
 }
 
 // --- the log ------------------------------------------------------------------------------------
@@ -172,21 +148,10 @@ ScanTimes best_scan(const std::string& log, const ScanPlan& plan, bool rhythm, i
   return best;
 }
 
+// A child's best wall time of `runs`, or -1 when it could not run (not found, killed).
 double best_child(const std::vector<std::string>& args, int cpu, int runs) {
-  double best = -1;
-  for (int i = 0; i < runs; ++i) {
-    const double s = run_child(args, cpu);
-    if (s >= 0 && (best < 0 || s < best)) best = s;
-  }
-  return best;
-}
-
-uint64_t parse_size(const char* s) {
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  const char u = end != nullptr ? *end : '\0';
-  const double mul = u == 'G' ? 1 << 30 : u == 'M' ? 1 << 20 : u == 'K' ? 1 << 10 : 1;
-  return static_cast<uint64_t>(v * mul);
+  const Measure m = best_of(args, cpu, runs);
+  return m.status == 127 || m.status >= 128 ? -1 : m.seconds;
 }
 
 }  // namespace
@@ -227,8 +192,8 @@ int main(int argc, char** argv) {
     }
   }
   const double gib = static_cast<double>(st.st_size) / (1 << 30);
-  pin(o.cpu);
-  (void)run_child({"cat", log}, o.cpu);  // warm the page cache
+  pin_to_cpu(o.cpu);
+  (void)run({"cat", log}, o.cpu);  // warm the page cache
 
   std::vector<triage::InputError> errors;
   const triage::SignatureCatalog cat = triage::SignatureCatalog::load({}, errors);
