@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <limits>
+#include <queue>
 #include <set>
 
 #include "common/time_util.h"
@@ -22,6 +25,35 @@ double median(std::vector<double> v) {
   const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
   return (lo + hi) / 2;
 }
+
+// The median of the values added so far, as median() computes it, kept in two heaps: the lower
+// half (a max-heap, one larger when the count is odd) and the upper half (a min-heap).
+class RunningMedian {
+ public:
+  void add(double v) {
+    if (lower_.empty() || v <= lower_.top()) {
+      lower_.push(v);
+    } else {
+      upper_.push(v);
+    }
+    if (lower_.size() > upper_.size() + 1) {
+      upper_.push(lower_.top());
+      lower_.pop();
+    } else if (upper_.size() > lower_.size()) {
+      lower_.push(upper_.top());
+      upper_.pop();
+    }
+  }
+  double median() const {
+    if (lower_.empty()) return 0;
+    if (lower_.size() > upper_.size()) return lower_.top();
+    return (lower_.top() + upper_.top()) / 2;
+  }
+
+ private:
+  std::priority_queue<double> lower_;
+  std::priority_queue<double, std::vector<double>, std::greater<>> upper_;
+};
 
 // Each window's pace per rank, relative to the job: the score itself for a straggler report,
 // else the rank's mean against the median rank's. rel[w][rank] < 0 where the rank said nothing.
@@ -174,12 +206,19 @@ Slowdown find_slowdown(const std::vector<StepPace>& steps, const std::vector<Str
       v.push_back(regular[i]->seconds);
     wm[w] = median(std::move(v));
   }
-  for (size_t k = sustained; k + sustained <= n; ++k) {
-    const double base = median(std::vector<double>(wm.begin(), wm.begin() + static_cast<long>(k)));
+  // Every later window at or above the bar is the smallest of them at or above it; the earlier
+  // windows' median grows one window at a time. Both kept as the loop goes, so that a run of
+  // tens of thousands of steps costs n log n, not n^2.
+  std::vector<double> later_min(n + 1, std::numeric_limits<double>::infinity());
+  for (size_t i = n; i-- > 0;)
+    later_min[i] = std::min(later_min[i + 1], wm[i]);
+  RunningMedian earlier;
+  for (size_t i = 0; i < sustained; ++i)
+    earlier.add(wm[i]);
+  for (size_t k = sustained; k + sustained <= n; earlier.add(wm[k]), ++k) {
+    const double base = earlier.median();
     const double bar = policy.slowdown_ratio * base;
-    if (base <= 0 || !std::all_of(wm.begin() + static_cast<long>(k), wm.end(),
-                                  [&](double m) { return m >= bar; }))
-      continue;
+    if (base <= 0 || later_min[k] < bar) continue;
     sd.found = true;
     sd.from_s = base;
     sd.to_s = median(std::vector<double>(wm.begin() + static_cast<long>(k), wm.end()));

@@ -233,6 +233,45 @@ TEST(Slowdown, WithoutClocksOrStragglersTheSlowdownNamesNoNode) {
   EXPECT_EQ(sd.node, "");
 }
 
+// A week-long run: 20,000 steps of about 10 s (each window's steps jitter by +-4%), 20% slower
+// from step 15,000 on. Thousands of windows: the decision must still find the step, and the
+// earlier windows' median must be the same as a fresh median of all of them would be.
+TEST(Slowdown, ALateSlowdownInAWeekLongRunIsFoundAtItsStep) {
+  std::vector<StepPace> steps;
+  int64_t t = kT0 * kSec;
+  for (int64_t s = 1; s <= 20000; ++s) {
+    const double jitter = (s % 3 == 0 ? 0.96 : s % 3 == 1 ? 1.04 : 1.0);
+    const double secs = (s >= 15000 ? 12.0 : 10.0) * jitter;
+    t += static_cast<int64_t>(secs * 1e6);
+    steps.push_back(StepPace{s, secs, t, s + 100});
+  }
+  const Slowdown sd = find_slowdown(steps, {}, {});
+  ASSERT_TRUE(sd.found);
+  EXPECT_EQ(sd.since_step, 15000);
+  EXPECT_NEAR(sd.from_s, 10.0, 0.01);
+  EXPECT_NEAR(sd.to_s, 12.0, 0.01);
+}
+
+// The earlier windows' median over an even number of windows is the mean of the middle two: here
+// 11 s and 9 s windows alternate for ten windows, so only with all ten behind it is the median
+// 10 s and the bar 11 s, which the later windows at 11.5 s clear (with nine behind, the median is
+// 11 s and the ninth window, at 9 s, is still ahead).
+TEST(Slowdown, AnEvenNumberOfEarlierWindowsTakesTheMeanOfTheMiddleTwo) {
+  std::vector<StepPace> steps;
+  int64_t t = kT0 * kSec;
+  for (int64_t s = 1; s <= 205; ++s) {
+    const int64_t w = (s - 6) / 10;  // the window, after five warm-up steps
+    const double secs = s <= 5 ? 10.0 : w < 10 ? (w % 2 == 0 ? 11.0 : 9.0) : 11.5;
+    t += static_cast<int64_t>(secs * 1e6);
+    steps.push_back(StepPace{s, secs, t, s});
+  }
+  const Slowdown sd = find_slowdown(steps, {}, {});
+  ASSERT_TRUE(sd.found);
+  EXPECT_NEAR(sd.from_s, 10.0, 1e-9);
+  EXPECT_NEAR(sd.to_s, 11.5, 1e-9);
+  EXPECT_EQ(sd.since_step, 106);
+}
+
 TEST(Slowdown, ASlowStretchThatRecoversIsNotALastingSlowdown) {
   const std::string log = run_log(
       4, 300, [](int64_t s) { return s >= 100 && s < 180 ? 13.0 : 10.0; },
