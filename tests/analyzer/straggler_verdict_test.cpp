@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analyzer/diagnosis.h"
 #include "analyzer/report_render.h"
@@ -180,6 +181,44 @@ TEST(RankRhythm, PerRankTflopsOnLabelledStepLinesFindTheSlowRankFromItsStepOn) {
 
 // --- The job's step time
 // --------------------------------------------------------------------------
+
+// However a rank prints its TFLOP/s, the value read is the one std::from_chars reads (the common
+// short forms take a faster path that must agree with it to the last bit), and what is not one
+// number is not read.
+TEST(RankRhythm, EachRanksTflopsIsReadExactlyAsFromCharsReadsItOrNotAtAll) {
+  const std::vector<std::string> values = {"171.009",
+                                           "171",
+                                           ".5",
+                                           "5.",
+                                           "0.1",
+                                           "1e3",
+                                           "1.2.3",
+                                           "1234567890123.45",
+                                           "99999999999999999.5",
+                                           "0.30000000000000004"};
+  std::string log;
+  for (size_t r = 0; r < values.size(); ++r)
+    log += std::to_string(r) + ": " + stamp(kT0) +
+           " completed step: 7, seconds: 9.0, TFLOP/s: " + values[r] + ", loss: 2.1\n";
+  const auto scan = test::scan_text(log);
+  const RhythmSeries& s = scan.facts.rhythm.tflops;
+  ASSERT_EQ(s.windows.size(), 1U);
+  const RhythmWindow& w = s.windows.front();
+  const auto read = [&](size_t rank) -> std::optional<double> {
+    if (rank >= w.count.size() || w.count[rank] == 0) return std::nullopt;
+    return w.sum[rank];
+  };
+  EXPECT_EQ(read(0), 171.009);
+  EXPECT_EQ(read(1), 171.0);
+  EXPECT_EQ(read(2), 0.5);
+  EXPECT_EQ(read(3), 5.0);
+  EXPECT_EQ(read(4), 0.1);
+  EXPECT_EQ(read(5), 1.0);  // "1e3": the number is "1", the "e3" after it is not part of it
+  EXPECT_EQ(read(6), std::nullopt);  // "1.2.3" is no number
+  EXPECT_EQ(read(7), std::nullopt);  // over 1e12 TFLOP/s is not a measurement
+  EXPECT_EQ(read(8), std::nullopt);
+  EXPECT_EQ(read(9), 0.30000000000000004);
+}
 
 TEST(Slowdown, EvenRanksWithWarmUpCheckpointsAndEvaluationsGetNoStragglerAndNoSlowdown) {
   const std::string log = run_log(
