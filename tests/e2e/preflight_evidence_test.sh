@@ -71,6 +71,10 @@ dev ib "$bad" mlx5_0 1 state DOWN
 port_down() { curl -s "http://127.0.0.1:$agent_port/metrics" | grep -q '^triage_ib_port_up{.*device="mlx5_0".*} 0$'; }
 wait_for 15 "$bad's agent reading mlx5_0/1 down" port_down
 scontrol update nodename="$bad" state=resume
+# Slurm marks a node whose prolog failed not responding until slurmd next answers; only an idle,
+# responding node takes the next job.
+idle() { [[ $(sinfo -h -n "$bad" -o %t) == idle ]]; }
+wait_for 30 "$bad idle again" idle
 moved "*port down: mlx5_0/1*"
 
 echo "preflight_evidence_test: ok in $((SECONDS - started)) s ($bad refused: $leftover_reason; then: $reason)"
