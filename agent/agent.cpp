@@ -306,6 +306,12 @@ nlohmann::json Agent::preflight_on_loop(uint64_t job_id, const std::string& gpus
   facts.verdict = health_.verdict();
   facts.ports_down = node_.ib_ports_down_now();
   if (const auto& d = node_.dstate()) facts.leftovers = stuck_leftovers(*d, node_.jobs());
+  if (const auto& g = node_.gpu_holders()) {
+    facts.leftovers = merge_leftovers(
+        std::move(facts.leftovers),
+        gpu_leftovers(*g, node_.jobs(), now_usec(), cfg_.leftover_grace_sec * 1000000));
+  }
+  if (const auto& s = node_.sysfs()) facts.gpus_present = s->gpus;
   facts.gpus_expected = parse_job_gpus(gpus);
   const PreflightAnswer a = decide_preflight(facts);
   ++preflight_answers_[a.fit ? "fit" : "unfit"];

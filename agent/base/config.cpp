@@ -99,6 +99,9 @@ AgentConfig map_config(const KvConfig& kv) {
   c.sysfs_interval_ms = kv.get_seconds("SysfsSampleInterval") * 1000;
   c.sysfs_read_timeout_ms = kv.get_seconds("SysfsReadTimeout") * 1000;
   c.max_stuck_readers = static_cast<size_t>(kv.get_int("MaxStuckReaders"));
+  c.gpu_device_dir = kv.get("GpuDeviceDir");
+  c.gpu_holder_interval_ms = kv.get_seconds("GpuHolderScanInterval") * 1000;
+  c.leftover_grace_sec = kv.get_seconds("LeftoverGrace");
   c.analyzer_path = kv.get("AnalyzerPath");
   c.analysis_timeout_sec = kv.get_seconds("AnalysisTimeout");
   c.analysis_concurrency = static_cast<size_t>(kv.get_int("AnalysisConcurrency"));
@@ -289,6 +292,20 @@ std::vector<ConfigKeySpec> agent_config_specs() {
       key("MaxStuckReaders", T::kInt, "8",
           "Threads allowed to stay blocked in hung reads (per collector) before reads pause.", 1,
           64),
+      key("GpuDeviceDir", T::kPath, "/dev",
+          "Where the GPU device files are (nvidia<N>, dri/renderD<N>, kfd): the preflight's GPU "
+          "inventory and the processes holding a GPU (the dev cluster points each node at a fake "
+          "one)."),
+      key("GpuHolderScanInterval", T::kDuration, "30s",
+          "How often /proc is walked for processes of Slurm jobs holding a GPU device file open "
+          "(one read of each process's cgroup file, and the open files of those in a job).",
+          1, 3600),
+      key("LeftoverGrace", T::kDuration, "30s",
+          "A process of an ended job still holding a GPU this long after the job's end makes the "
+          "preflight refuse the node. 30 s is Slurm's default KillWait, the time slurmstepd gives "
+          "a job's processes between SIGTERM and SIGKILL: one still there by then is not "
+          "finishing its exit.",
+          0, 86400),
       key("AnalyzerPath", T::kPath, analyzer, "The slurm-triage program run for each ended job."),
       key("AnalysisTimeout", T::kDuration, "10m", "An analysis running longer is killed.", 1,
           86400),

@@ -70,6 +70,12 @@ struct AgentConfig {
   int64_t sysfs_read_timeout_ms{};
   size_t max_stuck_readers{};
 
+  // The preflight's GPU facts (agent/health/preflight.h): where the GPU device files are, how
+  // often /proc is walked for their holders, how long after its job's end a holder is a leftover.
+  std::string gpu_device_dir;
+  int64_t gpu_holder_interval_ms{};
+  int64_t leftover_grace_sec{};
+
   std::string analyzer_path;  // the slurm-triage program run for each ended job
   int64_t analysis_timeout_sec{};
   size_t analysis_concurrency{};

@@ -1,5 +1,6 @@
 #include "agent/health/preflight.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 
@@ -131,6 +132,38 @@ std::vector<LeftoverTask> stuck_leftovers(const collector::DStateSample& sample,
     out.push_back(std::move(l));
   }
   return out;
+}
+
+std::vector<LeftoverTask> gpu_leftovers(const collector::GpuHolderScan& scan, const JobTable& jobs,
+                                        int64_t now_usec, int64_t grace_usec) {
+  std::vector<LeftoverTask> out;
+  for (const auto& h : scan.holders) {
+    const JobRecord* j = jobs.find(h.job_id);
+    if (j == nullptr || !j->ended || now_usec - j->end_usec < grace_usec) continue;
+    LeftoverTask l;
+    l.pid = h.pid;
+    l.comm = h.comm;
+    l.job_id = h.job_id;
+    l.device = joined(h.devices);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<LeftoverTask> merge_leftovers(std::vector<LeftoverTask> stuck,
+                                          const std::vector<LeftoverTask>& gpu) {
+  for (const auto& g : gpu) {
+    auto same = std::find_if(stuck.begin(), stuck.end(),
+                             [&](const LeftoverTask& t) { return t.pid == g.pid; });
+    if (same != stuck.end()) {
+      same->device = g.device;
+    } else {
+      stuck.push_back(g);
+    }
+  }
+  std::sort(stuck.begin(), stuck.end(),
+            [](const LeftoverTask& a, const LeftoverTask& b) { return a.pid < b.pid; });
+  return stuck;
 }
 
 }  // namespace triage::agent

@@ -12,6 +12,7 @@
 
 #include "agent/node/job_table.h"
 #include "collector/proc/dstate_sampler.h"
+#include "collector/proc/gpu_holders.h"
 #include "common/model.h"
 
 namespace triage::agent {
@@ -66,5 +67,17 @@ std::optional<std::string> gpu_index_of_device(const std::string& device_name);
 // (DStatePersistentAfter): a task in D for a moment while its job is torn down is not a leftover.
 std::vector<LeftoverTask> stuck_leftovers(const collector::DStateSample& sample,
                                           const JobTable& jobs);
+
+// The GPU holders of the latest `scan` whose job `jobs` knows as ended on this node at least
+// `grace_usec` before `now_usec` (LeftoverGrace): a process still closing its GPU while its job is
+// torn down is not a leftover. A process holding several GPUs names them all ("/dev/nvidia0,
+// /dev/nvidia1").
+std::vector<LeftoverTask> gpu_leftovers(const collector::GpuHolderScan& scan, const JobTable& jobs,
+                                        int64_t now_usec, int64_t grace_usec);
+
+// `stuck` and `gpu` as one list by pid: a process in both is one leftover that holds a GPU and is
+// stuck in D state.
+std::vector<LeftoverTask> merge_leftovers(std::vector<LeftoverTask> stuck,
+                                          const std::vector<LeftoverTask>& gpu);
 
 }  // namespace triage::agent

@@ -67,7 +67,7 @@ void NodeFeeds::start_collectors() {
       cfg_.cgroup_root, std::chrono::seconds(cfg_.dstate_whole_node_interval_sec)});
   hw_reader_ = std::make_unique<collector::HwCounterReader>(collector::HwCounterReader::Options{
       cfg_.sysfs_root, std::chrono::milliseconds(cfg_.sysfs_read_timeout_ms),
-      cfg_.max_stuck_readers, cfg_.infiniband_dir});
+      cfg_.max_stuck_readers, cfg_.infiniband_dir, cfg_.gpu_device_dir});
   hw_watch_ = std::make_unique<collector::HwCounterWatch>(cfg_.node_name, node_.boot_id());
   ib_watch_ = std::make_unique<collector::IbPortWatch>(cfg_.node_name, node_.boot_id(),
                                                        load_ib_thresholds(cfg_));
@@ -86,6 +86,15 @@ void NodeFeeds::start_collectors() {
   });
   dstate_thread_->start();
   sysfs_thread_->start();
+  gpu_scanner_ = std::make_unique<collector::GpuHolderScanner>(collector::GpuHolderScanner::Options{
+      cfg_.proc_root, cfg_.gpu_device_dir, std::chrono::milliseconds(cfg_.dstate_read_timeout_ms),
+      cfg_.max_stuck_readers});
+  gpu_holder_thread_ =
+      std::make_unique<PeriodicThread>("gpu-holders", cfg_.gpu_holder_interval_ms, [this] {
+        collector::GpuHolderScan s = gpu_scanner_->scan();
+        loop_.post([this, s = std::move(s)]() mutable { node_.on_gpu_holders(std::move(s)); });
+      });
+  gpu_holder_thread_->start();
 }
 
 void NodeFeeds::start_kernel_ingest(bool wanted) {
@@ -118,6 +127,7 @@ void NodeFeeds::shut_down() {
   kernel_ingest_.reset();
   if (dstate_thread_) dstate_thread_->stop();
   if (sysfs_thread_) sysfs_thread_->stop();
+  if (gpu_holder_thread_) gpu_holder_thread_->stop();
 }
 
 void NodeFeeds::kernel_look_again() {

@@ -12,6 +12,7 @@
 #include "agent/node/kernel_ingest.h"
 #include "agent/node/node_state.h"
 #include "collector/proc/dstate_sampler.h"
+#include "collector/proc/gpu_holders.h"
 #include "collector/sysfs/hw_counters.h"
 #include "collector/sysfs/ib_port_watch.h"
 
@@ -34,7 +35,7 @@ class NodeFeeds {
   NodeFeeds(const NodeFeeds&) = delete;
   NodeFeeds& operator=(const NodeFeeds&) = delete;
 
-  // Starts the two collector threads (their first samples are taken at once).
+  // Starts the collector threads (their first samples are taken at once).
   void start_collectors();
   // Starts the configured KernelSource, unless it is "none" or `wanted` is false (tests that feed
   // NodeState::ingest() themselves).
@@ -59,6 +60,9 @@ class NodeFeeds {
   std::unique_ptr<collector::IbPortWatch> ib_watch_;
   std::unique_ptr<PeriodicThread> dstate_thread_;
   std::unique_ptr<PeriodicThread> sysfs_thread_;
+  // The walk for processes holding a GPU (the preflight's leftovers), on a thread of its own.
+  std::unique_ptr<collector::GpuHolderScanner> gpu_scanner_;
+  std::unique_ptr<PeriodicThread> gpu_holder_thread_;
   std::unique_ptr<KernelIngest> kernel_ingest_;
 };
 

@@ -11,6 +11,7 @@
 #include "collector/health/node_health.h"
 #include "collector/kernel_pipeline.h"
 #include "collector/sysfs/ib_judgement.h"
+#include "common/text.h"
 #include "common/time_util.h"
 
 namespace triage::agent {
@@ -256,6 +257,23 @@ void NodeState::on_sysfs_snapshot(collector::SysfsSnapshot snapshot,
   sysfs_ = std::move(snapshot);
   changed();
   if (!events.empty()) apply(std::move(events), "", nullptr);
+}
+
+void NodeState::on_gpu_holders(collector::GpuHolderScan scan) {
+  for (const auto& h : scan.holders) {
+    if (jobs_.running().count(h.job_id) != 0) continue;
+    const bool seen = gpu_holders_ && std::any_of(gpu_holders_->holders.begin(),
+                                                  gpu_holders_->holders.end(), [&](const auto& o) {
+                                                    return o.pid == h.pid && o.job_id == h.job_id;
+                                                  });
+    if (seen) continue;
+    std::string devices;
+    for (const auto& d : h.devices)
+      devices += (devices.empty() ? "" : ", ") + d;
+    spdlog::warn("pid {} ({}) of job {}, which is not running here, holds {}", h.pid,
+                 log_text(h.comm), h.job_id, devices);
+  }
+  gpu_holders_ = std::move(scan);
 }
 
 std::vector<std::string> NodeState::ib_ports_down_now() const {

@@ -22,6 +22,7 @@
 #include "agent/node/job_table.h"
 #include "agent/node/spool.h"
 #include "collector/proc/dstate_sampler.h"
+#include "collector/proc/gpu_holders.h"
 #include "collector/sysfs/hw_counters.h"
 #include "common/model.h"
 
@@ -63,6 +64,9 @@ class NodeState {
   void apply(std::vector<KernelEvent> events, const std::string& position, bool* durable);
   void on_dstate_sample(collector::DStateSample sample);
   void on_sysfs_snapshot(collector::SysfsSnapshot snapshot, std::vector<KernelEvent> events);
+  // Keeps the latest walk for GPU holders, and logs each holder whose job is not running here
+  // (once per pid and job): the process the preflight will name once LeftoverGrace has passed.
+  void on_gpu_holders(collector::GpuHolderScan scan);
   // Refreshes the running-pid snapshot after a lifecycle message changed the tasks.
   void publish_pids();
 
@@ -85,6 +89,7 @@ class NodeState {
   size_t pending_events() const { return pending_events_.size(); }
   const std::optional<collector::DStateSample>& dstate() const { return dstate_; }
   const std::optional<collector::SysfsSnapshot>& sysfs() const { return sysfs_; }
+  const std::optional<collector::GpuHolderScan>& gpu_holders() const { return gpu_holders_; }
   const Stats& stats() const { return stats_; }
 
   // The InfiniBand/RoCE ports of this node that are down right now ("mlx5_0/1"), from the latest
@@ -116,6 +121,7 @@ class NodeState {
 
   std::optional<collector::DStateSample> dstate_;
   std::optional<collector::SysfsSnapshot> sysfs_;
+  std::optional<collector::GpuHolderScan> gpu_holders_;
   std::map<std::string, int64_t> pileup_emitted_;  // dstate-pileup id -> last emission (usec)
   Stats stats_;
 };

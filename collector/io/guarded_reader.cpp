@@ -10,8 +10,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
+#include "common/safe_io.h"
 #include "common/time_util.h"
 
 namespace triage::collector {
@@ -44,9 +46,8 @@ bool GuardedReader::Reads::abandoned() const {
   return worker_->abandoned;
 }
 
-GuardedReader::Reads::Result GuardedReader::Reads::read_at(int dirfd, const std::string& path,
-                                                           const std::string& key,
-                                                           size_t max_bytes) {
+GuardedReader::Reads::Result GuardedReader::Reads::guarded(
+    const std::string& key, const std::function<int(std::string&)>& op) {
   Result res;
   {
     std::lock_guard<std::mutex> l(shared_->mu);
@@ -65,27 +66,8 @@ GuardedReader::Reads::Result GuardedReader::Reads::read_at(int dirfd, const std:
     worker_->current_start_mono = monotonic_usec();
     worker_->current_start_wall = now_usec();
   }
-  // These calls may never return; nothing is held while they run.
-  int err = 0;
-  const int fd = ::openat(dirfd, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    err = errno;
-  } else {
-    res.data.resize(max_bytes);
-    size_t got = 0;
-    while (got < max_bytes) {
-      const ssize_t n = ::read(fd, res.data.data() + got, max_bytes - got);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        err = errno;
-        break;
-      }
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
-    }
-    res.data.resize(got);
-    ::close(fd);
-  }
+  // This may never return; nothing is held while it runs.
+  const int err = op(res.data);
   {
     std::lock_guard<std::mutex> l(worker_->mu);
     worker_->current_start_mono = 0;
@@ -101,6 +83,55 @@ GuardedReader::Reads::Result GuardedReader::Reads::read_at(int dirfd, const std:
   res.error = err;
   res.status = err == 0 ? Status::kOk : Status::kError;
   return res;
+}
+
+GuardedReader::Reads::Result GuardedReader::Reads::read_at(int dirfd, const std::string& path,
+                                                           const std::string& key,
+                                                           size_t max_bytes) {
+  return guarded(key, [dirfd, &path, max_bytes](std::string& data) {
+    const int fd = ::openat(dirfd, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return errno;
+    int err = 0;
+    data.resize(max_bytes);
+    size_t got = 0;
+    while (got < max_bytes) {
+      const ssize_t n = ::read(fd, data.data() + got, max_bytes - got);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    data.resize(got);
+    ::close(fd);
+    return err;
+  });
+}
+
+GuardedReader::Reads::Result GuardedReader::Reads::read_links_at(int dirfd, const std::string& dir,
+                                                                 const std::string& key,
+                                                                 size_t max_entries) {
+  return guarded(key, [dirfd, &dir, max_entries](std::string& data) {
+    const int fd = ::openat(dirfd, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    const UniqueFd d(fd);
+    std::vector<DirEntry> entries;
+    try {
+      entries = list_dir_at(d.get(), max_entries);
+    } catch (const std::system_error& e) {
+      return e.code().value();
+    }
+    char buf[4096];
+    for (const DirEntry& e : entries) {
+      const ssize_t n = ::readlinkat(d.get(), e.name.c_str(), buf, sizeof buf);
+      if (n <= 0) continue;  // closed since the listing, or not a link
+      data.append(buf, static_cast<size_t>(n));
+      data.push_back('\0');
+    }
+    return 0;
+  });
 }
 
 GuardedReader::GuardedReader(Options options)

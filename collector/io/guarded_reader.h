@@ -53,12 +53,19 @@ class GuardedReader {
     Result read(const std::string& path, size_t max_bytes) {
       return read_at(kCwd, path, path, max_bytes);
     }
+    // The targets of the symlinks in directory `dir` (relative to `dirfd`), each followed by a NUL
+    // (no path holds one), at most `max_entries` of them: what /proc/<pid>/fd says a process holds
+    // open. Listing it takes the process's file table, which a hung task can hold.
+    Result read_links_at(int dirfd, const std::string& dir, const std::string& key,
+                         size_t max_entries);
     bool abandoned() const;
 
     static constexpr int kCwd = -100;  // AT_FDCWD
 
    private:
     friend class GuardedReader;
+    // Runs `op` (which fills the data and returns 0 or an errno) as a read of `key` that may hang.
+    Result guarded(const std::string& key, const std::function<int(std::string&)>& op);
     GuardWorker* worker_ = nullptr;
     std::shared_ptr<GuardShared> shared_;
   };

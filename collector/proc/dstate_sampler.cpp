@@ -69,6 +69,22 @@ std::vector<int64_t> pids_between_walks(const std::map<int64_t, uint64_t>& job_p
   return pids;
 }
 
+std::vector<int64_t> list_proc_pids(int dirfd) {
+  std::vector<int64_t> pids;
+  std::vector<DirEntry> entries;
+  try {
+    entries = list_dir_at(dirfd);
+  } catch (const std::system_error&) {
+    return pids;
+  }
+  for (const DirEntry& e : entries) {
+    if (e.name[0] < '1' || e.name[0] > '9') continue;
+    if (auto pid = parse_int(e.name)) pids.push_back(*pid);
+  }
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
 DStateSummary DStateSample::summary() const {
   DStateSummary s;
   s.time_usec = time_usec;
@@ -93,22 +109,6 @@ struct Collected {
   std::vector<int64_t> skipped;
 };
 
-std::vector<int64_t> list_pids(int dirfd) {
-  std::vector<int64_t> pids;
-  std::vector<DirEntry> entries;
-  try {
-    entries = list_dir_at(dirfd);
-  } catch (const std::system_error&) {
-    return pids;
-  }
-  for (const DirEntry& e : entries) {
-    if (e.name[0] < '1' || e.name[0] > '9') continue;
-    if (auto pid = parse_int(e.name)) pids.push_back(*pid);
-  }
-  std::sort(pids.begin(), pids.end());
-  return pids;
-}
-
 std::optional<uint64_t> stat_line_value(std::string_view text, std::string_view key) {
   for (std::string_view line : split(text, '\n')) {
     if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
@@ -124,7 +124,7 @@ std::vector<int64_t> DStateSampler::pids_to_read(int proc_dirfd, bool whole_node
                                                  std::map<int64_t, uint64_t>& job_pids) {
   if (whole_node) {
     rescan_cgroups_ = true;
-    return list_pids(proc_dirfd);
+    return list_proc_pids(proc_dirfd);
   }
   job_pids.merge(job_cgroups_.read(rescan_cgroups_).pids);  // a registered pid keeps its job
   rescan_cgroups_ = false;

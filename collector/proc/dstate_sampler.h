@@ -117,5 +117,7 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text);
 // The Slurm job id in a /proc/<pid>/cgroup file or a cgroup path: ".../job_<id>/..." (cgroup v1
 // and v2 layouts of Slurm's cgroup plugins).
 std::optional<uint64_t> job_id_from_cgroup(std::string_view text);
+// The pids in the /proc directory open as `dirfd`, ascending (none when it cannot be listed).
+std::vector<int64_t> list_proc_pids(int dirfd);
 
 }  // namespace triage::collector

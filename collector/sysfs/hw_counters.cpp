@@ -7,6 +7,7 @@
 #include <set>
 #include <system_error>
 
+#include "collector/sysfs/gpu_inventory.h"
 #include "common/safe_io.h"
 #include "common/text.h"
 #include "common/time_util.h"
@@ -177,6 +178,7 @@ SysfsSnapshot HwCounterReader::read() {
   snap.ib = std::move(ib.ports);
   snap.errors.insert(snap.errors.end(), ib.errors.begin(), ib.errors.end());
   snap.skipped.insert(snap.skipped.end(), ib.skipped.begin(), ib.skipped.end());
+  snap.gpus = read_gpu_inventory(reader_, options_.sysfs_root, options_.gpu_device_dir);
   snap.stuck = reader_.stuck_reads();
   return snap;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,7 +40,9 @@ struct SysfsSnapshot {
   int64_t time_usec = 0;
   std::vector<RasCounter> ras;
   std::vector<AerCounter> aer;
-  std::vector<IbPort> ib;            // InfiniBand / RoCE ports (collector/sysfs/ib_ports.h)
+  std::vector<IbPort> ib;  // InfiniBand / RoCE ports (collector/sysfs/ib_ports.h)
+  // The GPU indices present (collector/sysfs/gpu_inventory.h); nullopt: no GPU information.
+  std::optional<std::set<std::string>> gpus;
   std::vector<StuckRead> stuck;      // reads that have not returned (this snapshot or before)
   std::vector<std::string> skipped;  // files not read because a reader is stuck on them
   std::vector<std::string> errors;   // "path: problem" for unreadable or malformed files
@@ -61,6 +64,8 @@ class HwCounterReader {
     size_t max_stuck = 8;
     // Where the InfiniBand devices are; "" means <sysfs_root>/class/infiniband.
     std::string infiniband_dir;
+    // Where the GPU device files are, for the GPU inventory ("": no device files looked at).
+    std::string gpu_device_dir;
   };
   explicit HwCounterReader(Options options);
 
