@@ -9,6 +9,7 @@
 
 #include "agent/health/preflight.h"
 #include "agent/history/history_gather.h"
+#include "agent/history/switch_topology.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/live/busy_wait_probe.h"
 #include "agent/live/hang_commands.h"
@@ -101,6 +102,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<SlurmClient> slurm, AgentOption
   pipeline_.set_live_record([this](uint64_t job_id, int restart_count) {
     return live_.hand_over(job_id, restart_count);
   });
+  // Each node's leaf switch, from slurmctld's topology (one scontrol per multi-node job's end).
+  pipeline_.set_leaf_switches(
+      [this] { return current_topology(static_cast<int>(cfg_.slurm_command_timeout_ms)).leaf_of; });
 }
 
 Agent::~Agent() {

@@ -18,6 +18,7 @@
 #include "analyzer/node_evidence.h"
 #include "analyzer/primary_failure.h"
 #include "analyzer/run_context.h"
+#include "analyzer/shared_switch.h"
 #include "analyzer/status_decision.h"
 
 namespace triage {
@@ -233,6 +234,11 @@ Triage diagnose(const DiagnosisInput& in) {
 
   // What surrounds it: nodes, heartbeat, Ray, the log's end.
   t.nodes = build_node_table(in.evidence, in.scan != nullptr ? &facts : nullptr);
+  if (in.evidence != nullptr) {
+    t.moved = in.evidence->moved;
+    const SignatureClass* pc = cat.find(t.primary_failure);
+    t.shared_switch = shared_leaf_switch(*in.evidence, pc != nullptr && network_class(*pc));
+  }
   if (in.scan != nullptr) t.heartbeat = check_heartbeat(facts, in.scan->first_error_by_rank, cat);
   t.ray = ray_info(facts, t.status, in.has_tsdb_dir);
   judge_hang_origin(t, in, facts);

@@ -397,6 +397,11 @@ std::string render_markdown(const Triage& t) {
           md_prose(t.primary_title) + ")  \n";
   }
   if (t.hang_origin_judged) md += "**Hang origin:** " + hang_origin_words(t.hang_origin) + "  \n";
+  // Where the job did not run, among the first lines: the preflight moved it off a node.
+  for (const MovedNote& m : t.moved) {
+    md += "**Moved:** off node " + md_code_span(m.node) +
+          " before it started: " + md_prose(m.reason) + "  \n";
+  }
   // What --triage-requeue did, among the first lines: a stopped requeue is the news of this report.
   if (t.requeue) {
     md += "**Requeue:** " + md_prose(t.requeue->outcome) + " (attempt " +
@@ -409,6 +414,8 @@ std::string render_markdown(const Triage& t) {
           md_prose(t.blame_basis) + "; " +
           (t.blame_trusted ? "trusted evidence" : "the log's word only") + ")  \n";
   }
+  if (t.shared_switch)
+    md += "**Switch:** " + md_prose(shared_switch_sentence(*t.shared_switch)) + "  \n";
   md += "**Stage:** " + (t.stage.empty() ? std::string("-") : md_prose(t.stage)) + "  \n";
   std::string job = t.job_id ? std::to_string(*t.job_id) : "";
   if (!t.job_name.empty()) job += (job.empty() ? "" : " ") + md_code_span(t.job_name);
@@ -661,6 +668,19 @@ json triage_to_json(const Triage& t) {
     j["requeue"] = {{"outcome", n.outcome}, {"reason", n.reason}, {"excluded", n.excluded},
                     {"attempt", n.attempt}, {"max", n.max},       {"steps", n.steps}};
     if (!t.attempt_report_path.empty()) j["requeue"]["attempt_report"] = t.attempt_report_path;
+  }
+  if (!t.moved.empty()) {
+    json moved = json::array();
+    for (const MovedNote& m : t.moved)
+      moved.push_back({{"node", m.node}, {"reason", m.reason}});
+    j["moved"] = std::move(moved);
+  }
+  if (t.shared_switch) {
+    const SharedSwitch& w = *t.shared_switch;
+    j["shared_switch"] = {{"switch", w.leaf_switch},
+                          {"nodes", w.nodes},
+                          {"singled_out", w.singled_out},
+                          {"sentence", shared_switch_sentence(w)}};
   }
   return j;
 }

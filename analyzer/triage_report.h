@@ -16,6 +16,7 @@
 #include "analyzer/job_identity.h"
 #include "analyzer/live_report.h"
 #include "analyzer/log_reader.h"
+#include "analyzer/shared_switch.h"
 #include "analyzer/straggler_verdict.h"
 #include "analyzer/tsdb/tsdb.h"
 #include "common/model.h"
@@ -196,6 +197,11 @@ struct Triage : JobIdentity {
   std::string report_path;
   std::optional<RequeueNote> requeue;
   std::string attempt_report_path;
+
+  // The nodes the preflight moved the job off before it started (docs/agent.md, "Preflight"), and,
+  // for a network failure, the leaf switch all its implicated nodes hang off (shared_switch.h).
+  std::vector<MovedNote> moved;
+  std::optional<SharedSwitch> shared_switch;
 };
 
 }  // namespace triage

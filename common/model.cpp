@@ -320,6 +320,7 @@ void to_json(json& j, const NodeEvidence& n) {
   if (n.verdict) j["verdict"] = *n.verdict;
   if (n.dstate) j["dstate"] = *n.dstate;
   if (n.job_dstate != 0) j["job_dstate"] = n.job_dstate;
+  if (!n.leaf_switch.empty()) j["leaf_switch"] = n.leaf_switch;
 }
 
 NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
@@ -339,6 +340,7 @@ NodeEvidence node_evidence_from_json(const json& j, const std::string& origin,
   if (const json* v = r.object("verdict"))
     n.verdict = node_verdict_from_json(*v, origin, r.field_path("verdict"));
   n.job_dstate = r.u64("job_dstate").value_or(0);
+  n.leaf_switch = r.str("leaf_switch").value_or("");
   if (const json* d = r.object("dstate")) {
     const JsonObjectReader dr(*d, origin, r.field_path("dstate"));
     DStateSummary s;
@@ -380,6 +382,10 @@ RequeueNote requeue_note_from_json(const json& j, const std::string& origin,
   n.max = small_int(r, "max").value_or(0);
   n.steps = string_list(r, "steps");
   return n;
+}
+
+void to_json(json& j, const MovedNote& n) {
+  j = {{"node", n.node}, {"reason", n.reason}};
 }
 
 void to_json(json& j, const LiveWarning& w) {
@@ -465,6 +471,7 @@ void to_json(json& j, const Evidence& e) {
   put(j, "report_path", e.report_path);
   put(j, "requeue", e.requeue);
   if (e.live) j["live"] = *e.live;
+  if (!e.moved.empty()) j["moved"] = e.moved;
 }
 
 Evidence evidence_from_json(const json& j, const std::string& origin) {
@@ -482,6 +489,12 @@ Evidence evidence_from_json(const json& j, const std::string& origin) {
   if (const json* q = r.object("requeue"))
     e.requeue = requeue_note_from_json(*q, origin, "requeue");
   if (const json* live = r.object("live")) e.live = live_record_from_json(*live, origin, "live");
+  e.moved = object_list<MovedNote>(r, "moved", [&](const json& item, const std::string& p) {
+    const JsonObjectReader m(item, origin, p);
+    MovedNote n{m.str("node").value_or(""), m.str("reason").value_or("")};
+    if (n.node.empty()) m.fail("node", "missing");
+    return n;
+  });
   return e;
 }
 

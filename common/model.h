@@ -143,6 +143,8 @@ struct NodeEvidence {
   std::optional<NodeVerdict> verdict;
   std::optional<DStateSummary> dstate;
   uint64_t job_dstate = 0;  // of those D-state tasks, the job's own (its cgroup) at the last sample
+  // The leaf switch the node hangs off in Slurm's topology ("": unknown, or no topology).
+  std::string leaf_switch;
 };
 
 // What the agent did about a job that asked for --triage-requeue, for the report of the attempt
@@ -154,6 +156,13 @@ struct RequeueNote {
   int attempt = 0;                    // this attempt: Slurm's restart count when it ran
   int max = 0;                        // the N of --triage-requeue=N
   std::vector<std::string> steps;     // each Slurm command and how it went
+};
+
+// A node the job was moved off before it started: its preflight refused the job there
+// (docs/agent.md, "Preflight"), as the job's AdminComment records it ("triage-refused=...").
+struct MovedNote {
+  std::string node;
+  std::string reason;  // the refusal's evidence, "triage preflight: ..."
 };
 
 // The first line of a failure class seen in a running job's log (untrusted: the log's word).
@@ -212,6 +221,7 @@ struct Evidence {
   // per attempt (triage.attempt<N>.md) so that the next attempt's report does not replace it.
   std::optional<RequeueNote> requeue;
   std::optional<LiveRecord> live;  // the batch host's live record, when it followed the job
+  std::vector<MovedNote> moved;    // the nodes the preflight moved the job off, before it started
 };
 
 void to_json(nlohmann::json& j, const KernelEvent& e);
@@ -222,6 +232,7 @@ void to_json(nlohmann::json& j, const DStateSummary& d);
 void to_json(nlohmann::json& j, const JobFacts& f);
 void to_json(nlohmann::json& j, const NodeEvidence& n);
 void to_json(nlohmann::json& j, const RequeueNote& n);
+void to_json(nlohmann::json& j, const MovedNote& n);
 void to_json(nlohmann::json& j, const LiveWarning& w);
 void to_json(nlohmann::json& j, const LiveStall& s);
 void to_json(nlohmann::json& j, const LiveRecord& r);

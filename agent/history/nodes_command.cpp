@@ -220,16 +220,6 @@ struct TopologySource {
   std::string warning;  // why a topology that was there is not used
 };
 
-// The environment scontrol runs in: the caller's (their SLURM_CONF), less SLURM_TOPO_LEN, which
-// would cut each line short.
-std::vector<std::string> scontrol_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "SLURM_TOPO_LEN=", 15) != 0) env.emplace_back(*e);
-  }
-  return env;
-}
-
 // The switch topology: from `file` (a saved `scontrol show topology`; "none": no topology), or
 // from scontrol. Slurm without a topology, or a scontrol that is missing or fails (no controller
 // to ask), is no topology, silently: the ranking is then the nodes' alone, as it always was.
@@ -249,22 +239,9 @@ TopologySource read_topology(const std::string& file, int timeout_ms) {
     text = buf.str();
   } else {
     t.source = "scontrol show topology";
-    const std::string program = find_executable("scontrol");
-    if (program.empty()) return t;
-    ChildSpec spec;
-    spec.argv = topology_argv();
-    spec.argv.front() = program;
-    spec.env = scontrol_environment();
-    ChildLimits limits;
-    limits.timeout = std::chrono::milliseconds(timeout_ms);
-    limits.stdout_max = size_t{16} << 20;
-    try {
-      ChildResult c = run_child(spec, limits);
-      if (!c.exited_ok() || c.timed_out) return t;
-      text = std::move(c.out);
-    } catch (const std::exception&) {
-      return t;
-    }
+    std::optional<std::string> printed = query_topology_text(timeout_ms);
+    if (!printed) return t;
+    text = std::move(*printed);
   }
   try {
     t.topology = parse_topology(text, t.source);

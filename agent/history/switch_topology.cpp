@@ -1,8 +1,13 @@
 #include "agent/history/switch_topology.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
 #include <optional>
 #include <set>
 
+#include "common/child_process.h"
 #include "common/error.h"
 #include "common/hostlist.h"
 #include "common/text.h"
@@ -88,6 +93,39 @@ SwitchTopology parse_topology(std::string_view text, const std::string& origin) 
     }
   }
   return t;
+}
+
+std::optional<std::string> query_topology_text(int timeout_ms) {
+  const std::string program = find_executable("scontrol");
+  if (program.empty()) return std::nullopt;
+  ChildSpec spec;
+  spec.argv = topology_argv();
+  spec.argv.front() = program;
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "SLURM_TOPO_LEN=", 15) != 0) env.emplace_back(*e);
+  }
+  spec.env = std::move(env);
+  ChildLimits limits;
+  limits.timeout = std::chrono::milliseconds(timeout_ms);
+  limits.stdout_max = size_t{16} << 20;
+  try {
+    ChildResult c = run_child(spec, limits);
+    if (!c.exited_ok() || c.timed_out) return std::nullopt;
+    return std::move(c.out);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+SwitchTopology current_topology(int timeout_ms) {
+  const std::optional<std::string> text = query_topology_text(timeout_ms);
+  if (!text) return {};
+  try {
+    return parse_topology(*text, "scontrol show topology");
+  } catch (const InputError&) {
+    return {};
+  }
 }
 
 }  // namespace triage::agent

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +33,14 @@ std::vector<std::string> topology_argv();
 // that is not a number, a Nodes= that is not a hostlist, a switch named twice) throws InputError
 // naming `origin`, the line and the field.
 SwitchTopology parse_topology(std::string_view text, const std::string& origin);
+
+// What `scontrol show topology` prints now, run with the agent's environment (its SLURM_CONF) less
+// SLURM_TOPO_LEN, which would cut each line short; nothing when scontrol is missing, fails (no
+// controller to ask) or outlasts `timeout_ms`: callers then work as without switches.
+std::optional<std::string> query_topology_text(int timeout_ms);
+
+// Contract: query_topology_text read by parse_topology; an empty topology when either gives
+// nothing usable (the job-end path's switches are a bonus, never a reason to fail).
+SwitchTopology current_topology(int timeout_ms);
 
 }  // namespace triage::agent

@@ -7,6 +7,7 @@
 #include "agent/job_end/job_end.h"
 #include "agent/job_end/peer_evidence.h"
 #include "agent/net/peer_client.h"
+#include "agent/slurm/job_comment.h"
 #include "common/text.h"
 #include "common/time_util.h"
 
@@ -176,9 +177,12 @@ void JobEndPipeline::gather_evidence(uint64_t job_id) {
         for (const PeerRequest& r : requests)
           bases[r.host] = r.base_url;
         Owner owner = owner_of(facts);
+        std::map<std::string, std::string> leaf_of;
+        if (leaf_switches_ && facts.nodes.size() >= 2) leaf_of = leaf_switches_();
         loop_.post([this, job_id, facts, peers = std::move(peers), owner = std::move(owner),
-                    bases = std::move(bases)]() mutable {
+                    bases = std::move(bases), leaf_of = std::move(leaf_of)]() mutable {
           peer_bases_[job_id] = std::move(bases);
+          leaf_of_[job_id] = std::move(leaf_of);
           launch(job_id, facts, std::move(peers), owner.who, owner.home, owner.error);
         });
       });
@@ -211,6 +215,15 @@ void JobEndPipeline::launch(uint64_t job_id, const JobFacts& facts, std::vector<
   ev.report_path = expand_report_path(cfg_.report_path, facts);
   const NodeEvidence own = own_evidence_(*j, facts.start_time * 1000000, facts.end_time * 1000000);
   ev.nodes = order_nodes(facts, cfg_.node_name, own, std::move(peers));
+  if (const auto leaf = leaf_of_.find(job_id); leaf != leaf_of_.end()) {
+    for (NodeEvidence& n : ev.nodes) {
+      if (const auto s = leaf->second.find(n.host); s != leaf->second.end())
+        n.leaf_switch = s->second;
+    }
+    leaf_of_.erase(leaf);
+  }
+  // The preflight's refusal on another node, as slurmctld's AdminComment for the job records it.
+  if (auto moved = refused_from_comment(facts.admin_comment)) ev.moved.push_back(std::move(*moved));
   if (live_record_) ev.live = live_record_(job_id, facts.restart_count);
   AnalysisRequest req;
   req.job_id = job_id;

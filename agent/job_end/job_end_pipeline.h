@@ -79,6 +79,10 @@ class JobEndPipeline {
   // more).
   using LiveRecordOf = std::function<std::optional<LiveRecord>(uint64_t job_id, int restart_count)>;
   void set_live_record(LiveRecordOf live_record) { live_record_ = std::move(live_record); }
+  // Each node's leaf switch (node -> switch; empty: no topology), asked on a worker for a job of
+  // two or more nodes, so that the report can say when a network failure's nodes share a switch.
+  using LeafSwitches = std::function<std::map<std::string, std::string>()>;
+  void set_leaf_switches(LeafSwitches leaf_switches) { leaf_switches_ = std::move(leaf_switches); }
 
   // A job_end arrived (or a restart found the job still waiting for its analysis).
   void on_job_end(JobRecord& job);
@@ -124,6 +128,8 @@ class JobEndPipeline {
   OnOutcome on_outcome_;
   OnAnalysed on_analysed_;
   LiveRecordOf live_record_;
+  LeafSwitches leaf_switches_;
+  std::map<uint64_t, std::map<std::string, std::string>> leaf_of_;  // per job, until its launch
   AnalysisRunner analyses_;
 
   std::deque<uint64_t> queue_;

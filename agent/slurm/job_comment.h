@@ -13,9 +13,12 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/model.h"
 
 namespace triage::agent {
 
@@ -72,6 +75,11 @@ std::string compose_refused_segment(std::string_view node, std::string_view why,
 // an earlier one); a triage= summary and other tools' text are kept as they are.
 CommentMerge merge_refused_comment(std::string_view existing, std::string_view ours,
                                    size_t max_bytes = kMaxAdminCommentBytes);
+
+// Contract: the node and reason of the field's triage-refused= segment, decoded (%xx of either
+// letter case, as 22.05's sacctmgr may have lowercased it); nothing when the field has no such
+// segment or its node is empty. A bad escape is kept as it is rather than guessed at.
+std::optional<MovedNote> refused_from_comment(std::string_view comment);
 
 // Contract: merge_triage_comment for a write through sacctmgr, which would turn quotes in other
 // tools' text into backticks (and cannot be read back whole when the field holds '|' or a

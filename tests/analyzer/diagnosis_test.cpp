@@ -233,6 +233,30 @@ TEST(Diagnosis, APortDownOnOneNodeDuringAnNcclFailureIsShownAndBlamedOnThePlatfo
                           [](const Finding& f) { return f.source == "kernel:gpu-a018"; }));
 }
 
+TEST(Diagnosis, AnNcclFailureOfTwoNodesUnderOneLeafSwitchSaysSoAndAMovedJobSaysWhereFrom) {
+  std::string log = stamped_steps(0, 20, kT0);
+  log += "1: gpu-a018:4242:4300 [0] NCCL WARN Net : Call to recv from 10.0.0.2<4242> failed\n";
+  Evidence ev;
+  ev.job.job_id = 79;
+  ev.job.state = "FAILED";
+  for (const char* host : {"gpu-a017", "gpu-a018"}) {
+    NodeEvidence n;
+    n.host = host;
+    n.leaf_switch = "leaf2";
+    ev.nodes.push_back(n);
+  }
+  ev.moved.push_back({"gpu-a016", "triage preflight: port down: mlx5_0/1"});
+  const Diagnosed r = diagnose_text(log, "FAILED", kT0 + 86400, &ev);
+  EXPECT_EQ(r.t.primary_failure, "nccl-timeout");
+  ASSERT_TRUE(r.t.shared_switch);
+  EXPECT_EQ(r.t.shared_switch->leaf_switch, "leaf2");
+  ASSERT_EQ(r.t.moved.size(), 1u);
+  EXPECT_EQ(r.t.moved[0].node, "gpu-a016");
+  // The same nodes under two switches: nothing to say.
+  ev.nodes[1].leaf_switch = "leaf1";
+  EXPECT_FALSE(diagnose_text(log, "FAILED", kT0 + 86400, &ev).t.shared_switch);
+}
+
 TEST(Diagnosis, AnOomKillThatSparedTheRanksIsEvidenceButDoesNotOverrideTheLog) {
   const std::string log =
       stamped_steps(0, 40, kT0) + "2: torch.OutOfMemoryError: HIP out of memory.\n";

@@ -79,5 +79,42 @@ TEST(ReportRender, ATsdbSectionGoesAfterTheProgressProjection) {
   EXPECT_EQ(nlohmann::json::parse(render_json(t)).at("tsdb").at("analysis_type"), "hang");
 }
 
+TEST(ReportRender, AMovedJobSaysInItsFirstLinesFromWhichNodeAndWhy) {
+  Triage t;
+  t.log_path = "job.log";
+  t.status = kStatusCompleted;
+  t.moved.push_back(
+      {"gpu-a017", "triage preflight: drain recommended: GPU fell off the bus (Xid 79)"});
+  const std::string md = render_markdown(t);
+  const size_t at = md.find(
+      "**Moved:** off node ` gpu-a017 ` before it started: triage preflight: "
+      "drain recommended: GPU fell off the bus (Xid 79)");
+  ASSERT_NE(at, std::string::npos) << md;
+  EXPECT_LT(at, md.find("### What happened"));
+  const nlohmann::json j = nlohmann::json::parse(render_json(t));
+  ASSERT_EQ(j["moved"].size(), 1u);
+  EXPECT_EQ(j["moved"][0]["node"], "gpu-a017");
+  EXPECT_EQ(j["moved"][0]["reason"],
+            "triage preflight: drain recommended: GPU fell off the bus (Xid 79)");
+  // A job that was not moved has no such field (reports stay as they were).
+  EXPECT_FALSE(nlohmann::json::parse(render_json(Triage{})).contains("moved"));
+}
+
+TEST(ReportRender, ASharedLeafSwitchIsOneSentenceAndAJsonObject) {
+  Triage t;
+  t.log_path = "job.log";
+  t.status = kStatusFailed;
+  t.shared_switch = SharedSwitch{"s1", {"n1", "n2", "n3"}, true};
+  const std::string md = render_markdown(t);
+  EXPECT_NE(md.find("**Switch:** all 3 implicated nodes (n\\[1-3\\]) hang off leaf switch s1"),
+            std::string::npos)
+      << md;
+  const nlohmann::json j = nlohmann::json::parse(render_json(t));
+  EXPECT_EQ(j["shared_switch"]["switch"], "s1");
+  EXPECT_EQ(j["shared_switch"]["nodes"], (std::vector<std::string>{"n1", "n2", "n3"}));
+  EXPECT_EQ(j["shared_switch"]["sentence"],
+            "all 3 implicated nodes (n[1-3]) hang off leaf switch s1");
+}
+
 }  // namespace
 }  // namespace triage

@@ -49,6 +49,29 @@ TEST(Evidence, RoundTripsThroughJson) {
   EXPECT_EQ(back.job.mode, "full");
 }
 
+TEST(Evidence, TheMovedJobsRefusalAndTheNodesLeafSwitchRoundTrip) {
+  Evidence e;
+  NodeEvidence n;
+  n.host = "node002";
+  n.leaf_switch = "s1";
+  e.nodes.push_back(n);
+  e.moved.push_back({"node001", "triage preflight: port down: mlx5_0/1"});
+  const Evidence back = parse_evidence(nlohmann::json(e).dump(), "pipe");
+  EXPECT_EQ(back.nodes.at(0).leaf_switch, "s1");
+  ASSERT_EQ(back.moved.size(), 1u);
+  EXPECT_EQ(back.moved[0].node, "node001");
+  EXPECT_EQ(back.moved[0].reason, "triage preflight: port down: mlx5_0/1");
+  // Neither field is written when there is nothing to say: older readers see what they saw.
+  const nlohmann::json plain = Evidence{};
+  EXPECT_FALSE(plain.contains("moved"));
+  try {
+    (void)parse_evidence(R"({"schema_version":1,"moved":[{"reason":"x"}]})", "pipe");
+    FAIL() << "expected an error";
+  } catch (const InputError& err) {
+    EXPECT_EQ(std::string(err.what()), "pipe: moved[0].node: missing");
+  }
+}
+
 TEST(Evidence, TypeErrorsNameTheField) {
   const std::string bad =
       R"({"schema_version":1,"nodes":[{"host":"a"},{"host":"b","tasks":[{"pid":"x"}]}]})";

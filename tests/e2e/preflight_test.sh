@@ -2,9 +2,9 @@
 # The preflight on a real two-node Slurm (scripts/dev-cluster up --plugin-args 'preflight=on'):
 # a kernel line makes the first node drain-recommended; a job that would land there is refused by
 # its prolog, the node is drained with a "triage preflight:" reason naming the evidence, and the
-# job runs on the other node, its AdminComment naming the refusal. Then, with the first node
-# resumed and its agent stopped, a job runs there: no agent, no failed prolog. Needs root (exit
-# 77: skipped).
+# job runs on the other node, its AdminComment naming the refusal and its report saying it was
+# moved off the first node and why. Then, with the first node resumed and its agent stopped, a job
+# runs there: no agent, no failed prolog. Needs root (exit 77: skipped).
 #   tests/e2e/preflight_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1
@@ -59,6 +59,23 @@ wait_for 60 "job $job completed" done_
 comment=$(field job "$job" AdminComment)
 [[ $comment == *"triage-refused=$bad:triage%20preflight:%20drain%20recommended:"* ]] ||
   fail "job $job's AdminComment does not name the refusal: $comment"
+
+# The moved job's report says so among its first lines, and triage.json carries it (issue 27:
+# the job-end pipeline on $good reads the refusal back from AdminComment).
+report=$home/triage-$job
+reported() { [[ -s $report.md && -s $report.json ]]; }
+wait_for 60 "report of job $job ($report.md)" reported
+head -n 8 "$report.md" |
+  grep -qF "**Moved:** off node \` $bad \` before it started: triage preflight: drain recommended: " ||
+  fail "job $job's triage.md does not say it was moved off $bad: $(head -n 8 "$report.md")"
+python3 - "$report.json" "$bad" <<'PY' || fail "job $job's triage.json does not carry the move: $(cat "$report.json")"
+import json, sys
+moved = json.load(open(sys.argv[1])).get("moved") or []
+assert len(moved) == 1, moved
+assert moved[0]["node"] == sys.argv[2], moved
+assert moved[0]["reason"].startswith("triage preflight: drain recommended: "), moved
+assert "Xid 79" in moved[0]["reason"], moved
+PY
 
 # The agent of the first node stopped: its prolog cannot ask, and lets the job in.
 scontrol update nodename="$bad" state=resume

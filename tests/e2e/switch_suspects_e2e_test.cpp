@@ -3,7 +3,9 @@
 // topology.conf and TopologyPlugin=topology/tree). Each node's outcome history is served by a
 // stand-in agent (tests/agent/fake_history_agent.h): the histories are the input here, the
 // topology is what comes from Slurm. Two suspect nodes under leaf1 must name leaf1, not the two
-// nodes; with the topology switched off, the same history names the two nodes, as before.
+// nodes; with the topology switched off, the same history names the two nodes, as before. A real
+// two-node NCCL failure under leaf1 (this build's plugin and agents) must say, in its report, that
+// both its nodes hang off leaf1.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "tests/agent/fake_history_agent.h"
 #include "tests/e2e/cluster_environment.h"
+#include "tests/e2e/layout_job.h"
 
 namespace triage::testing {
 namespace {
@@ -146,11 +149,35 @@ TEST(SwitchSuspects, WithoutTheTopologyTheSameHistoryNamesTheTwoNodes) {
   EXPECT_EQ(report["suspects"][0]["drain"]["recommended"], true) << report.dump(1);
 }
 
+// The single job's report: a two-node job under leaf1 whose ranks both fail with NCCL's network
+// error. The batch host's agent gives each node its leaf switch from slurmctld's topology, so the
+// report says both nodes hang off leaf1.
+TEST(SwitchSuspects, ANetworkFailureOfTwoNodesUnderLeaf1SaysTheyShareIt) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::vector<std::string>& n = c.nodes();
+  const LayoutJob j = submit_layout_job(
+      c, "shared-leaf", "shared-leaf",
+      "srun bash -c 'echo \"$SLURM_PROCID: $(hostname):4242:4300 [0] NCCL WARN Net : Call to recv "
+      "from 127.0.0.2<4242> failed : Broken pipe\"; exit 1'",
+      {"-N", "2", "--ntasks-per-node", "1", "-w", n[0] + "," + n[1]});
+  EXPECT_EQ(c.wait_job(j.id), "FAILED") << c.logs();
+  wait_for_analysis(c, j.id, n[0]);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r.value("primary_failure", ""), "nccl-timeout") << r.dump(1);
+  ASSERT_TRUE(r.contains("shared_switch")) << r.dump(1);
+  EXPECT_EQ(r["shared_switch"]["switch"], "leaf1");
+  EXPECT_EQ(r["shared_switch"]["nodes"], json::array({n[0], n[1]}));
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("hang off leaf switch leaf1"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  triage::testing::ClusterOptions options;
+  // The plugin, agents and analyzer of this build: the shared-leaf test runs a real job.
+  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
+  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s"};
   options.nodes = 4;
   options.topology = true;
   return triage::testing::run_with_cluster(argc, argv, "switch_suspects_e2e_tests", options,

@@ -121,5 +121,32 @@ TEST(RefusedSegment, KeepsTheSummaryAndOtherTextAndReplacesAnEarlierMove) {
   EXPECT_EQ(end.value, "JS1:abc triage=completed;blame=none;nodes=n3 triage-refused=n2:b");
 }
 
+TEST(RefusedSegment, ReadsBackTheNodeAndReasonTheRefusalWrote) {
+  const std::string why = "triage preflight: drain recommended: GPU fell off the bus (Xid 79)";
+  const std::string comment = "JS1:abc " + compose_refused_segment("gpu-a017", why) +
+                              " triage=completed;blame=none;nodes=gpu-a018";
+  const auto m = refused_from_comment(comment);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->node, "gpu-a017");
+  EXPECT_EQ(m->reason, why);
+}
+
+TEST(RefusedSegment, ACommentWithoutARefusalOrWithABrokenOneGivesWhatItHolds) {
+  EXPECT_FALSE(refused_from_comment(""));
+  EXPECT_FALSE(refused_from_comment("JS1:abc triage=hang;flagged=1"));
+  // Another tool's text that only contains our key is not ours.
+  EXPECT_FALSE(refused_from_comment("x-triage-refused=n1:a"));
+  EXPECT_FALSE(refused_from_comment("triage-refused=:why"));
+  // sacctmgr (22.05) lowercased it: the escapes still read; a broken escape stays as it is.
+  const auto m = refused_from_comment("TRIAGE-REFUSED=n1:port%20DOWN%3a%2x");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->node, "n1");
+  EXPECT_EQ(m->reason, "port DOWN:%2x");
+  const auto bare = refused_from_comment("triage-refused=n2");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->node, "n2");
+  EXPECT_EQ(bare->reason, "");
+}
+
 }  // namespace
 }  // namespace triage::agent
