@@ -15,7 +15,7 @@ done
 test_name=dev_cluster_test
 # shellcheck source=tests/e2e/dev_cluster_test_lib.sh
 source "$src/tests/e2e/dev_cluster_test_lib.sh"
-export TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
+export TRIAGE_DEV_PORTS="$(free_port) $(free_port 2) $(free_port 2)"
 export TRIAGE_DEV_DB_PORTS="$(free_port) $(free_port)"
 
 dev up --nodes 2 --accounting --plugin-args 'requeue=allow' || fail "up failed"

@@ -14,8 +14,32 @@
 : "${src:?}" "${build:?}" "${test_name:?}"
 
 # A loopback port nobody listens on now.
+# free_port [N]: a loopback port P such that P .. P+N-1 are all free (N defaults to 1). The dev
+# cluster gives node i of a multi-node cluster the slurmd and agent ports base+i, so a base alone
+# being free is not enough: another program on base+1 kept vm2's slurmd from starting.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 - "${1:-1}" <<'PY'
+import socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    base = probe.getsockname()[1]
+    held = [probe]
+    try:
+        for port in range(base + 1, base + n):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", port))
+        print(base)
+        sys.exit(0)
+    except OSError:
+        pass
+    finally:
+        for s in held:
+            s.close()
+sys.exit("free_port: no %d consecutive free ports" % n)
+PY
 }
 
 state=$(mktemp -d "/var/tmp/triage-$test_name.XXXXXX")

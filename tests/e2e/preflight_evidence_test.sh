@@ -17,8 +17,8 @@ started=$SECONDS
 test_name=preflight_evidence_test fail_log_lines=30
 # shellcheck source=tests/e2e/dev_cluster_test_lib.sh
 source "$src/tests/e2e/dev_cluster_test_lib.sh"
-agent_port=$(free_port)
-TRIAGE_DEV_PORTS="$(free_port) $(free_port) $agent_port"
+agent_port=$(free_port 2)
+TRIAGE_DEV_PORTS="$(free_port) $(free_port 2) $agent_port"
 # Short periods so that the test waits seconds, not the defaults' half minutes.
 TRIAGE_DEV_AGENT_SET="LeftoverGrace=2s GpuHolderScanInterval=1s SysfsSampleInterval=1s"
 export TRIAGE_DEV_PORTS TRIAGE_DEV_AGENT_SET

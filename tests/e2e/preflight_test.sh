@@ -15,7 +15,7 @@ started=$SECONDS
 test_name=preflight_test fail_log_lines=30
 # shellcheck source=tests/e2e/dev_cluster_test_lib.sh
 source "$src/tests/e2e/dev_cluster_test_lib.sh"
-TRIAGE_DEV_PORTS="$(free_port) $(free_port) $(free_port)"
+TRIAGE_DEV_PORTS="$(free_port) $(free_port 2) $(free_port 2)"
 export TRIAGE_DEV_PORTS
 
 dev up --nodes 2 --plugin-args 'preflight=on' || fail "up failed"

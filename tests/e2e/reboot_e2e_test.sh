@@ -19,8 +19,8 @@ fail_log_globs="slurmctld.log agent*.out reboot*.out"
 fail_context() { sinfo -N -o '%N %T %E'; }
 # shellcheck source=tests/e2e/dev_cluster_test_lib.sh
 source "$src/tests/e2e/dev_cluster_test_lib.sh"
-agent_port=$(free_port)
-export TRIAGE_DEV_PORTS="$(free_port) $(free_port) $agent_port"
+agent_port=$(free_port 4)
+export TRIAGE_DEV_PORTS="$(free_port) $(free_port 4) $agent_port"
 export TRIAGE_DEV_AGENT_SET="DrainPolicy=auto Remediate=reboot MaxTriageDrainFraction=0.5"
 state_of() { sinfo -h -N -n "$1" -o '%T' | head -n 1; }
 reason_of() { sinfo -h -N -n "$1" -o '%E' | head -n 1; }

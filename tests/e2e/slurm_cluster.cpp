@@ -27,20 +27,47 @@ std::string slurm_cluster_script() {
   return SLURM_CLUSTER_SCRIPT;
 }
 
-int free_port() {
+namespace {
+
+// A socket bound to loopback `port` (0: any free one), or -1.
+int bind_loopback(uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    throw std::runtime_error("free_port: bind failed");
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
   }
-  socklen_t len = sizeof(a);
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int free_port(int count) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int probe = bind_loopback(0);
+    if (probe < 0) throw std::runtime_error("free_port: bind failed");
+    sockaddr_in a{};
+    socklen_t len = sizeof(a);
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+    getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len);
+    const int base = ntohs(a.sin_port);
+    std::vector<int> held{probe};
+    bool all_free = true;
+    for (int k = 1; k < count && all_free; ++k) {
+      const int fd = base + k <= 65535 ? bind_loopback(static_cast<uint16_t>(base + k)) : -1;
+      all_free = fd >= 0;
+      if (fd >= 0) held.push_back(fd);
+    }
+    for (const int fd : held)
+      close(fd);
+    if (all_free) return base;
+  }
+  throw std::runtime_error("free_port: no " + std::to_string(count) + " consecutive free ports");
 }
 
 std::string short_hostname() {
@@ -99,13 +126,14 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluste
     (first ? gid_ : other_gid_) = pw->pw_gid;
   }
 
-  std::vector<std::string> argv = {script_,         "up",
-                                   "--state",       state_,
-                                   "--ctld-port",   std::to_string(free_port()),
-                                   "--slurmd-port", std::to_string(free_port()),
-                                   "--node",        host,
-                                   "--nodes",       std::to_string(nodes_.size()),
-                                   "--owner-pid",   std::to_string(getpid())};
+  std::vector<std::string> argv = {
+      script_,         "up",
+      "--state",       state_,
+      "--ctld-port",   std::to_string(free_port()),
+      "--slurmd-port", std::to_string(free_port(static_cast<int>(nodes_.size()))),
+      "--node",        host,
+      "--nodes",       std::to_string(nodes_.size()),
+      "--owner-pid",   std::to_string(getpid())};
   if (!options.plugin.empty()) argv.insert(argv.end(), {"--plugin", options.plugin});
   if (!options.plugin_args.empty()) argv.insert(argv.end(), {"--plugin-args", options.plugin_args});
   if (!options.plugin_more.empty()) argv.insert(argv.end(), {"--plugin-more", options.plugin_more});
@@ -119,7 +147,8 @@ SlurmCluster::SlurmCluster(const ClusterOptions& options) : script_(slurm_cluste
     argv.insert(argv.end(), {"--agent-config", options.agent_config});
   }
   if (!options.agent.empty()) {
-    argv.insert(argv.end(), {"--agent-port", std::to_string(free_port())});
+    argv.insert(argv.end(),
+                {"--agent-port", std::to_string(free_port(static_cast<int>(nodes_.size())))});
   }
   if (!options.analyzer.empty()) argv.insert(argv.end(), {"--analyzer", options.analyzer});
   for (const auto& kv : options.agent_settings)

@@ -125,8 +125,9 @@ class SlurmCluster {
 // The path of scripts/slurm-cluster in the source tree.
 std::string slurm_cluster_script();
 
-// A TCP port nobody listens on right now (bound and released).
-int free_port();
+// A loopback port P with P .. P+count-1 all free: node i of a cluster listens on base+i (its
+// slurmd, its agent), so the base alone being free is not enough.
+int free_port(int count = 1);
 
 // This host's name up to its first dot: the node of a one-node cluster (known before it starts).
 std::string short_hostname();
