@@ -53,9 +53,12 @@ kept_reason() {
 }
 back_idle() { is_state "$n1" idle && { [[ $(reason_of "$n1") == none ]] || kept_reason; }; }
 wait_for 90 "$n1 back to idle after a clean health pass" back_idle
-grep -q "resume done" "$state/log/agent-$n1.out" ||
-  grep -q "after the reboot, resume of $n1 done" "$state/log/agent-$n1.out" ||
-  fail "$n1's agent did not log the resume"
+# The agent logs the resume once scontrol has returned, which can be after sinfo shows it.
+resume_logged() {
+  grep -q "resume done" "$state/log/agent-$n1.out" ||
+    grep -q "after the reboot, resume of $n1 done" "$state/log/agent-$n1.out"
+}
+wait_for 10 "$n1's agent logging the resume" resume_logged
 echo "reboot_e2e_test: $n1 rebooted and resumed in $((SECONDS - t)) s"
 
 # 2. The fault back on the new boot: DOWN, needs hands, no second reboot.
