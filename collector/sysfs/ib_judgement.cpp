@@ -85,6 +85,18 @@ IbThresholdsLoad ib_thresholds_from(const std::vector<RuleSection>& sections) {
       action(t.flap_action);
     } else if (e.key == "rate-action") {
       action(t.rate_action);
+    } else if (e.key == "stuck-down-s") {
+      seconds(t.stuck_down_s);
+    } else if (e.key == "stuck-action") {
+      action(t.stuck_action);
+    } else if (e.key == "stuck-remedy") {
+      const std::string v(trim(e.value));
+      if (v == "reboot" || v == "none") {
+        t.stuck_remedy = v;
+      } else {
+        out.errors.push_back(
+            last->error(e, "stuck-remedy = '" + e.value + "': expected reboot or none"));
+      }
     } else if (e.key == "counter") {
       std::string why;
       if (auto l = parse_counter_limit(e.value, &why)) {
@@ -130,6 +142,10 @@ std::vector<IbSlowPort> ib_ports_below_peers(const std::vector<IbPort>& ports) {
 
 bool ib_is_flap(int64_t down_s, const IbThresholds& t) {
   return down_s >= t.flap_down_min_s;
+}
+
+bool ib_is_stuck_down(int64_t still_since_usec, int64_t now_usec, const IbThresholds& t) {
+  return now_usec - still_since_usec >= t.stuck_down_s * 1000000;
 }
 
 int64_t ib_flaps_in_window(const std::vector<int64_t>& flap_usec, int64_t now_usec,

@@ -31,6 +31,11 @@ struct IbThresholds {
   std::string down_action = "investigate";
   std::string flap_action = "drain";
   std::string rate_action = "investigate";
+  // A port down this long, with no new link_downed meanwhile, will not come up by itself (GPUd's
+  // "drop", scan_drops.go: 4 min); what that does to the node verdict, and what clears it.
+  int64_t stuck_down_s = 240;
+  std::string stuck_action = "drain";
+  std::string stuck_remedy = "reboot";  // reboot | none (the event's "remedy" field)
   std::vector<IbCounterLimit> counters;
 };
 
@@ -62,6 +67,11 @@ std::vector<IbSlowPort> ib_ports_below_peers(const std::vector<IbPort>& ports);
 
 // True when `down_s` seconds down, then back up, counts as a flap.
 bool ib_is_flap(int64_t down_s, const IbThresholds& t);
+
+// True when a port still down at `now_usec`, down without a break since `still_since_usec` (it
+// went down then, or its link_downed last moved then: a link that retrained and fell again
+// between two readings is trying), will not come up by itself.
+bool ib_is_stuck_down(int64_t still_since_usec, int64_t now_usec, const IbThresholds& t);
 
 // How many of the flap times (when the port came back, usec) fall in the window ending at now.
 int64_t ib_flaps_in_window(const std::vector<int64_t>& flap_usec, int64_t now_usec,

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "collector/kernel_rules.h"
+
 namespace triage::collector {
 
 namespace {
@@ -21,6 +23,19 @@ std::string state_words(const IbPort& p) {
 
 Severity severity_of(const std::string& action) {
   return action == "drain" ? Severity::kError : Severity::kWarning;
+}
+
+// "12 h", "10 min", "90 s": a window as a site would write it.
+std::string duration_words(int64_t s) {
+  if (s % 3600 == 0) return std::to_string(s / 3600) + " h";
+  if (s % 60 == 0) return std::to_string(s / 60) + " min";
+  return std::to_string(s) + " s";
+}
+
+std::optional<uint64_t> link_downed(const IbPort& p) {
+  const auto it = p.counters.find("link_downed");
+  if (it == p.counters.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace
@@ -60,12 +75,33 @@ std::vector<KernelEvent> IbPortWatch::update(const SysfsSnapshot& snap) {
         m.down = true;
         m.down_since_usec = now;
         m.down_id = "ib-port-down:" + base + p.name() + ":" + std::to_string(now);
+        m.still_since_usec = now;
+        m.link_downed = link_downed(p);
         KernelEvent& e =
             event(p, m.down_id, "ib-port-down", Severity::kError, thresholds_.down_action);
         e.summary = "port " + p.name() + " is down (" + state_words(p) + ")";
         e.lines.push_back(p.path + ": " + state_words(p));
+      } else if (down && m.down) {
+        // GPUd's drop (scan_drops.go): down and link_downed unchanged for the whole period.
+        if (link_downed(p) != m.link_downed) {
+          m.still_since_usec = now;
+          m.link_downed = link_downed(p);
+        }
+        if (!m.stuck && ib_is_stuck_down(m.still_since_usec, now, thresholds_)) {
+          m.stuck = true;
+          const int64_t down_s = (now - m.down_since_usec) / 1000000;
+          KernelEvent& e =
+              event(p, m.down_id, "ib-port-down", Severity::kError, thresholds_.stuck_action);
+          e.time_usec = m.down_since_usec;
+          if (thresholds_.stuck_remedy != "none") e.fields[kRemedyField] = thresholds_.stuck_remedy;
+          e.summary = "port " + p.name() + " has been down for " + std::to_string(down_s) +
+                      " s and does not come up (" + state_words(p) + ")";
+          e.lines.push_back(p.path + ": " + state_words(p) + " for " + std::to_string(down_s) +
+                            " s");
+        }
       } else if (!down && m.down) {
         m.down = false;
+        m.stuck = false;
         const int64_t down_s = (now - m.down_since_usec) / 1000000;
         KernelEvent& e =
             event(p, m.down_id, "ib-port-down", Severity::kError, thresholds_.down_action);
@@ -89,8 +125,8 @@ std::vector<KernelEvent> IbPortWatch::update(const SysfsSnapshot& snap) {
             f.time_usec = m.down_since_usec;
             f.count = static_cast<uint64_t>(flaps);
             f.summary = "port " + p.name() + " flapped " + std::to_string(flaps) + " times in " +
-                        std::to_string(thresholds_.flap_window_s / 3600) +
-                        " h (down >= " + std::to_string(thresholds_.flap_down_min_s) +
+                        duration_words(thresholds_.flap_window_s) +
+                        " (down >= " + std::to_string(thresholds_.flap_down_min_s) +
                         " s, then back)";
             f.lines.push_back(f.summary);
           }

@@ -1,7 +1,9 @@
 // Turns successive port readings (SysfsSnapshot::ib) into node events, by the judgements of
 // ib_judgement.h:
 //   ib-port-down    a port went down (or was down when first read); the same event is updated when
-//                   it comes back, with how long it was down
+//                   it comes back, with how long it was down, and when it stays down so long that
+//                   it will not come up by itself (stuck-down-s): then with the stuck action and
+//                   the remedy (a reboot resets the adapter) until it comes back
 //   ib-port-flap    the port came back from enough long-enough downs within the window (GPUd)
 //   ib-port-errors  an error counter rose faster than its limit (NVSentinel's defaults)
 //   ib-port-rate    an up port runs slower than its peers on the node (GCM's rate check)
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +36,10 @@ class IbPortWatch {
     bool down = false;
     int64_t down_since_usec = 0;
     std::string down_id;
-    std::vector<int64_t> flaps_usec;  // when each flap ended (the port came back)
+    int64_t still_since_usec = 0;         // down without a break since (link_downed unmoved)
+    std::optional<uint64_t> link_downed;  // its value at still_since_usec
+    bool stuck = false;                   // the down event says it will not come up
+    std::vector<int64_t> flaps_usec;      // when each flap ended (the port came back)
     std::map<std::string, uint64_t> counters;
     int64_t counters_usec = 0;
   };

@@ -217,6 +217,12 @@ TEST(IbJudgement, FlapsAndCounterRatesFollowGpudAndNvsentinel) {
   EXPECT_TRUE(ib_counter_over_limit(11, 120, recovery));
 }
 
+TEST(IbJudgement, APortDownFourMinutesWithoutABreakIsStuckGpudsDrop) {
+  const IbThresholds t;
+  EXPECT_FALSE(ib_is_stuck_down(0, 239 * kSec, t));
+  EXPECT_TRUE(ib_is_stuck_down(0, 240 * kSec, t));
+}
+
 TEST(IbThresholdsFile, TheShippedRulesLoadCleanAndMatchTheBuiltIns) {
   const RulesLoad load = parse_rules_file(std::string(kSourceRulesDir) + "/ib-ports.rules");
   ASSERT_EQ(load.errors.size(), 0u);
@@ -227,6 +233,9 @@ TEST(IbThresholdsFile, TheShippedRulesLoadCleanAndMatchTheBuiltIns) {
   EXPECT_EQ(t.thresholds.flap_count, builtin.flap_count);
   EXPECT_EQ(t.thresholds.flap_window_s, builtin.flap_window_s);
   EXPECT_EQ(t.thresholds.flap_action, "drain");
+  EXPECT_EQ(t.thresholds.stuck_down_s, builtin.stuck_down_s);
+  EXPECT_EQ(t.thresholds.stuck_action, "drain");
+  EXPECT_EQ(t.thresholds.stuck_remedy, "reboot");
   const auto symbol =
       std::find_if(t.thresholds.counters.begin(), t.thresholds.counters.end(),
                    [](const IbCounterLimit& l) { return l.counter == "symbol_error"; });
@@ -238,15 +247,19 @@ TEST(IbThresholdsFile, TheShippedRulesLoadCleanAndMatchTheBuiltIns) {
 TEST(IbThresholdsFile, BadLinesAreErrorsNamingFileLineAndKey) {
   const RulesLoad load = parse_rules_text(
       "[ib-port-thresholds default]\nflap-count = 2\nflap-action = reboot\n"
-      "counter = symbol_error ten 1\ncolour = blue\n",
+      "counter = symbol_error ten 1\ncolour = blue\nstuck-remedy = power-cycle\n",
       "site.rules");
   const IbThresholdsLoad t = ib_thresholds_from(load.sections);
-  ASSERT_EQ(t.errors.size(), 3u);
+  ASSERT_EQ(t.errors.size(), 4u);
   EXPECT_EQ(t.errors[0].line(), 3);
   EXPECT_NE(std::string(t.errors[0].what()).find("flap-action"), std::string::npos);
   EXPECT_EQ(t.errors[1].file(), "site.rules");
   EXPECT_NE(t.errors[1].message().find("MAX-INCREASE 'ten'"), std::string::npos);
   EXPECT_NE(t.errors[2].message().find("colour"), std::string::npos);
+  EXPECT_EQ(t.errors[3].line(), 6);
+  EXPECT_NE(t.errors[3].message().find("stuck-remedy = 'power-cycle': expected reboot or none"),
+            std::string::npos)
+      << t.errors[3].message();
   EXPECT_EQ(t.thresholds.flap_count, 2) << "the good lines still apply";
 }
 
@@ -291,6 +304,50 @@ TEST(IbPortWatch, ThreeLongDownsIn12HoursMakeAFlapEvent) {
     brief.update(snapshot(int64_t{i} * 100, {port("mlx5_0", "DOWN", 400)}));
     const auto evs = brief.update(snapshot(i * 100 + 10, {port("mlx5_0", "ACTIVE", 400)}));
     EXPECT_TRUE(of_kind(evs, "ib-port-flap").empty()) << "10 s down is no flap (GPUd: 25 s)";
+  }
+}
+
+TEST(IbPortWatch, APortThatStaysDownTenMinutesTurnsItsEventIntoADrainARebootClears) {
+  IbPortWatch w("gpu-a017", "boot-a", IbThresholds{});
+  w.update(snapshot(0, {port("mlx5_0", "ACTIVE", 400, {{"link_downed", 4}})}));
+  const auto down = w.update(snapshot(10, {port("mlx5_0", "DOWN", 400, {{"link_downed", 5}})}));
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].action, "investigate");
+  EXPECT_EQ(down[0].fields.count("remedy"), 0u) << "just down: nothing says it will not come up";
+  std::vector<KernelEvent> stuck;
+  for (int64_t t = 20; t <= 610; t += 10) {
+    for (auto& e : w.update(snapshot(t, {port("mlx5_0", "DOWN", 400, {{"link_downed", 5}})})))
+      stuck.push_back(e);
+  }
+  ASSERT_EQ(stuck.size(), 1u) << "said once, at 4 min";
+  EXPECT_EQ(stuck[0].id, down[0].id) << "the same event, updated";
+  EXPECT_EQ(stuck[0].kind, "ib-port-down");
+  EXPECT_EQ(stuck[0].action, "drain");
+  EXPECT_EQ(stuck[0].fields.at("remedy"), "reboot");
+  EXPECT_EQ(stuck[0].time_usec, down[0].time_usec);
+  EXPECT_NE(stuck[0].summary.find("port mlx5_0/1 has been down for 240 s and does not come up"),
+            std::string::npos)
+      << stuck[0].summary;
+  const auto back = w.update(snapshot(620, {port("mlx5_0", "ACTIVE", 400, {{"link_downed", 5}})}));
+  const auto came_back = of_kind(back, "ib-port-down");
+  ASSERT_EQ(came_back.size(), 1u);
+  EXPECT_EQ(came_back[0]->action, "investigate");
+  EXPECT_EQ(came_back[0]->fields.count("remedy"), 0u) << "back up: nothing left to reboot for";
+}
+
+TEST(IbPortWatch, APortDownTenSecondsOrOneThatKeepsRetrainingIsNotStuck) {
+  IbPortWatch brief("gpu-a017", "boot-a", IbThresholds{});
+  brief.update(snapshot(0, {port("mlx5_0", "DOWN", 400, {{"link_downed", 1}})}));
+  EXPECT_TRUE(
+      brief.update(snapshot(10, {port("mlx5_0", "DOWN", 400, {{"link_downed", 1}})})).empty());
+  // Down at every reading for 10 min, but link_downed moves: the link comes up between readings
+  // and falls again (a flap too fast to see), which is not a port that will not come up.
+  IbPortWatch retraining("gpu-a017", "boot-a", IbThresholds{});
+  for (uint64_t i = 0; i <= 20; ++i) {
+    const auto evs = retraining.update(snapshot(
+        static_cast<int64_t>(i) * 30, {port("mlx5_0", "DOWN", 400, {{"link_downed", i}})}));
+    for (const auto& e : evs)
+      EXPECT_EQ(e.fields.count("remedy"), 0u) << "at " << i * 30 << " s: " << e.summary;
   }
 }
 

@@ -43,11 +43,22 @@ t=$SECONDS
 dev kernel "$n1" "$xid79"
 wait_for 30 "reboot asked for $n1" reason_has "$n1" "triage: reboot: "
 wait_for 90 "new boot id on $n1" bash -c "[[ \$(cat '$state/boot_id-$n1') != '$boot_before' ]]"
-back_idle() { is_state "$n1" idle && [[ $(reason_of "$n1") == none ]]; }
+# Slurm 23.11 and later keep a resumed node's reason when the cluster has no accounting storage, as
+# the dev cluster here (docs/slurm-versions.md: clusteracct_storage_g_node_up() in
+# src/interfaces/accounting_storage.c returns before clearing it); the next job clears it.
+slurm_version=$(sinfo --version | awk '{print $NF}')
+kept_reason() {
+  [[ $(printf '%s\n' "$slurm_version" 23.11 | sort -V | head -n 1) == 23.11 ]] &&
+    reason_has "$n1" "triage: reboot: " && [[ $(reason_of "$n1") == *" : reboot complete" ]]
+}
+back_idle() { is_state "$n1" idle && { [[ $(reason_of "$n1") == none ]] || kept_reason; }; }
 wait_for 90 "$n1 back to idle after a clean health pass" back_idle
-grep -q "resume done" "$state/log/agent-$n1.out" ||
-  grep -q "after the reboot, resume of $n1 done" "$state/log/agent-$n1.out" ||
-  fail "$n1's agent did not log the resume"
+# The agent logs the resume once scontrol has returned, which can be after sinfo shows it.
+resume_logged() {
+  grep -q "resume done" "$state/log/agent-$n1.out" ||
+    grep -q "after the reboot, resume of $n1 done" "$state/log/agent-$n1.out"
+}
+wait_for 10 "$n1's agent logging the resume" resume_logged
 echo "reboot_e2e_test: $n1 rebooted and resumed in $((SECONDS - t)) s"
 
 # 2. The fault back on the new boot: DOWN, needs hands, no second reboot.

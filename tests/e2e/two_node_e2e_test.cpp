@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -56,8 +58,8 @@ TEST(TwoNodes, BothAgentsEvidenceEndsUpInOneReport) {
 // Issue 27, part 1: the second node's InfiniBand port flaps (down 3 s, then back) while a two-node
 // job runs; then both ranks fail with NCCL's network error. The second node's agent read the port
 // in its fake sysfs tree (scripts/dev-cluster's `ib` verb moves it), so the report blames the
-// platform on trusted evidence and names the node and the port. Before the Xid 79 of the next
-// test, which makes the second node drain-recommended (and that decides blame first).
+// platform on trusted evidence and names the node and the port. Before the flaps and the Xid 79
+// of the next tests, which make the second node drain-recommended (and that decides blame first).
 void write_active_port(const std::string& ib_dir) {
   const std::filesystem::path p = std::filesystem::path(ib_dir) / "mlx5_0/ports/1";
   std::filesystem::create_directories(p / "counters");
@@ -114,6 +116,48 @@ TEST(TwoNodes, APortThatFlapsDuringAnNcclFailureIsThePlatformsNamingNodeAndPort)
   EXPECT_TRUE(port_event) << node->dump(1);
 }
 
+// Issue 27, part 1 again, with the port flapping: down 3 s and back 3 times while the job runs.
+// GPUd's flap is a down of at least 25 s; this cluster's agents read the thresholds from a site
+// rules layer (RulesDir, written by main() below, as /etc/slurm/triage.d would be) that counts a
+// down of 1 s, so that the test takes 15 s. The flap drain-recommends the second node, so the
+// report blames the platform on that node's verdict, which names the port and says it flapped.
+TEST(TwoNodes, APortThatFlapsThreeTimesDuringAnNcclFailureMakesItThePlatformsSayingSo) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const LayoutJob j = submit_layout_job(
+      c, "ib-flaps", "ib-flaps",
+      std::string(kStepLines) +
+          "\nsrun bash -c 'for i in $(seq 1 120); do [ -e go ] && break; sleep 0.5; done; "
+          "echo \"$SLURM_PROCID: $(hostname):4242:4300 [0] NCCL WARN Net : Call to recv from "
+          "127.0.0.2<4242> failed : Broken pipe\"; exit 1'",
+      {"-N", "2", "--ntasks-per-node", "1"});
+  c.wait_running(j.id);
+  const std::string& second = c.nodes()[1];
+  for (int i = 0; i < 3; ++i) {
+    ib(c, {second, "mlx5_0", "1", "state", "DOWN"});
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // >= 1 s down at 1 s sampling
+    ib(c, {second, "mlx5_0", "1", "state", "ACTIVE"});
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // seen back up
+  }
+  std::ofstream(j.dir + "/go") << "";
+  EXPECT_EQ(c.wait_job(j.id), "FAILED") << c.logs();
+  wait_for_analysis(c, j.id, c.nodes()[0]);
+  const json r = json::parse(slurp(j.job_dir() / "triage.json"));
+  EXPECT_EQ(r.value("blame", ""), "platform") << r.dump(1);
+  EXPECT_EQ(r.value("blame_trusted", false), true);
+  const std::string basis = r.value("blame_basis", "");
+  EXPECT_NE(basis.find("port mlx5_0/1 flapped"), std::string::npos) << basis;
+  EXPECT_NE(basis.find(second), std::string::npos) << basis;
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("port mlx5\\_0/1 flapped"), std::string::npos) << md;
+  const json* node = node_entry(r, second);
+  ASSERT_NE(node, nullptr) << r["nodes"].dump(1);
+  EXPECT_EQ((*node)["verdict"], "drain-recommended") << node->dump(1);
+  bool flap_event = false;
+  for (const auto& e : (*node)["kernel_events"])
+    flap_event = flap_event || e.get<std::string>().rfind("ib-port-flap", 0) == 0;
+  EXPECT_TRUE(flap_event) << node->dump(1);
+}
+
 // Issue 15's corroboration across nodes: a two-node job that asked for --triage-on-hang=cancel
 // prints steps for 12 s and then sleeps; meanwhile the second node's kernel says its GPU fell off
 // the bus. When the batch host flags the stall it asks the other node, whose Xid backs the
@@ -160,6 +204,28 @@ TEST(TwoNodes, ANodeWhoseAgentIsDownIsNamedUnreachable) {
 }  // namespace
 }  // namespace triage::testing
 
+namespace triage::testing {
+namespace {
+
+// The site's rules layer for the flap test: the shipped [ib-port-thresholds default] with a flap
+// counted from a 1 s down (the section replaces the shipped one whole: what it leaves out keeps the
+// built-in default, and it names no counters).
+std::string write_site_rules() {
+  char dir[] = "/tmp/two-node-rules.XXXXXX";
+  if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+               std::filesystem::perms::others_exec);
+  std::ofstream(std::string(dir) + "/ib-ports.rules")
+      << "[ib-port-thresholds default]\nflap-down-min-s = 1\nflap-count = 3\n"
+         "flap-window-s = 43200\nflap-action = drain\n";
+  return dir;
+}
+
+}  // namespace
+}  // namespace triage::testing
+
 int main(int argc, char** argv) {
   triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
   options.nodes = 2;
@@ -172,6 +238,13 @@ int main(int argc, char** argv) {
       "InfinibandDir=@STATE@/ib/@NODE@",
       "SysfsSampleInterval=1s",
       "HangStallMin=" + std::to_string(triage::testing::kStallMinSeconds) + "s"};
-  return triage::testing::run_with_cluster(argc, argv, "two_node_e2e_tests", options,
-                                           &triage::testing::g_env);
+  std::string rules_dir;
+  const int rc = triage::testing::run_with_cluster(
+      argc, argv, "two_node_e2e_tests", options, &triage::testing::g_env,
+      [&](triage::testing::ClusterOptions& o) {
+        rules_dir = triage::testing::write_site_rules();
+        o.agent_settings.push_back("RulesDir=" + rules_dir);
+      });
+  if (!rules_dir.empty()) std::filesystem::remove_all(rules_dir);
+  return rc;
 }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/health/remediation.h"
+#include "collector/sysfs/ib_port_watch.h"
 #include "common/time_util.h"
 #include "tests/agent/test_support.h"
 
@@ -74,6 +75,49 @@ TEST(Reboot, AnXid79IsRebootedAsapToComeBackDown) {
   EXPECT_TRUE(h.slurm().drains().empty()) << "the reboot drains; no separate drain";
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(action_count(h, "reboot", "done"), 1.0) << "asked once";
+}
+
+// The port watch's events for mlx5_0/1 going down `down_s` seconds ago and still down now.
+std::vector<KernelEvent> port_down_for(int64_t down_s) {
+  collector::IbPortWatch w("node001", "boot-a", collector::IbThresholds{});
+  auto reading = [](int64_t t_usec, const char* state) {
+    collector::SysfsSnapshot s;
+    s.time_usec = t_usec;
+    collector::IbPort p;
+    p.device = "mlx5_0";
+    p.port = "1";
+    p.state = state;
+    p.phys_state = std::string(state) == "ACTIVE" ? "LinkUp" : "Disabled";
+    p.path = "/sys/class/infiniband/mlx5_0/ports/1";
+    s.ib = {p};
+    return s;
+  };
+  const int64_t now = now_usec();
+  std::vector<KernelEvent> out;
+  w.update(reading(now - (down_s + 5) * 1000000, "ACTIVE"));
+  for (int64_t t = now - down_s * 1000000; t <= now; t += 5 * 1000000) {
+    for (auto& e : w.update(reading(t, "DOWN")))
+      out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TEST(Reboot, APortThatStaysDownTenMinutesIsRebootedOneDownTenSecondsIsNot) {
+  AgentHarness h("reboot", "node001", kRemediate);
+  h.slurm().set_node(node("node001", "IDLE"));
+  h.start();
+  ASSERT_TRUE(h.agent().ingest(port_down_for(10), "c1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(ran(h, "scontrol reboot")) << "10 s down may come back";
+  EXPECT_TRUE(h.slurm().drains().empty());
+  ASSERT_TRUE(h.agent().ingest(port_down_for(600), "c2"));
+  ASSERT_TRUE(eventually([&] { return action_count(h, "reboot", "done") == 1.0; }))
+      << remediation(h);
+  EXPECT_TRUE(ran(h,
+                  "scontrol reboot ASAP nextstate=DOWN reason=triage: reboot: port mlx5_0/1 has "
+                  "been down for 240 s and does not come up (state DOWN, phys_state Disabled) "
+                  "[boot boot-a] node001"))
+      << h.slurm().commands().back();
 }
 
 TEST(Reboot, TheFirstCleanHealthPassAfterOurRebootResumesTheNode) {
