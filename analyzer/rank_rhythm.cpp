@@ -208,7 +208,15 @@ void RankRhythmReader::on_block_line(const LineText& lt, int64_t line_no) {
     const std::string_view after = ltrim(t.substr(5));
     if (rank && after.size() > used && after[used] == ':') {
       const auto ms = leading_number(ltrim(after.substr(used + 1)));
-      if (ms && compute_timer_) pending_[*rank] += *ms;
+      if (ms && compute_timer_) {
+        const auto r = static_cast<size_t>(*rank);
+        if (pending_ms_.size() <= r) pending_ms_.resize(r + 1, -1);
+        if (pending_ms_[r] < 0) {
+          pending_ms_[r] = 0;
+          pending_ranks_.push_back(*rank);
+        }
+        pending_ms_[r] += *ms;
+      }
       if (ms) return;
     }
   } else if (!t.empty() && t.back() == ':' && t.find(' ') == std::string_view::npos) {
@@ -221,9 +229,13 @@ void RankRhythmReader::on_block_line(const LineText& lt, int64_t line_no) {
 }
 
 void RankRhythmReader::flush_timers() {
-  for (const auto& [rank, ms] : pending_)
+  std::sort(pending_ranks_.begin(), pending_ranks_.end());
+  for (const int64_t rank : pending_ranks_) {
+    double& ms = pending_ms_[static_cast<size_t>(rank)];
     r_.compute.add(timer_round_, rank, ms, block_line_, last_time_usec_);
-  pending_.clear();
+    ms = -1;  // -1: no value in the open block
+  }
+  pending_ranks_.clear();
 }
 
 void RankRhythmReader::on_step_line(const LineText& lt, int64_t step, int64_t line_no) {

@@ -88,8 +88,11 @@ class RankRhythmReader {
   int64_t score_round_ = 0;
   int64_t timer_round_ = 0;
   int64_t block_line_ = 0;
-  bool compute_timer_ = false;         // the timer being listed is a compute timer
-  std::map<int64_t, double> pending_;  // rank -> compute ms in the open timer block
+  bool compute_timer_ = false;  // the timer being listed is a compute timer
+  // The open timer block's compute ms per rank, indexed by rank (a map cost a node per rank and
+  // block), and the ranks it holds, to hand them on in rank order.
+  std::vector<double> pending_ms_;
+  std::vector<int64_t> pending_ranks_;
   int64_t last_time_usec_ = 0;
 };
 
