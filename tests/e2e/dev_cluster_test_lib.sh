@@ -14,9 +14,10 @@
 : "${src:?}" "${build:?}" "${test_name:?}"
 
 # A loopback port nobody listens on now.
-# free_port [N]: a loopback port P such that P .. P+N-1 are all free (N defaults to 1). The dev
-# cluster gives node i of a multi-node cluster the slurmd and agent ports base+i, so a base alone
-# being free is not enough: another program on base+1 kept vm2's slurmd from starting.
+# free_port [N]: a port P that N nodes can share (N defaults to 1): P .. P+N-1 free on 127.0.0.1
+# and P free on 127.0.0.1 .. 127.0.0.N. scripts/slurm-cluster gives node i the slurmd port P+i-1
+# and the agent address 127.0.0.i with port P, so a base free on 127.0.0.1 alone is not enough
+# (another program on P+1 kept vm2's slurmd from starting; one on 127.0.0.2:P, vm2's agent).
 free_port() {
   python3 - "${1:-1}" <<'PY'
 import socket, sys
@@ -27,10 +28,11 @@ for _ in range(200):
     base = probe.getsockname()[1]
     held = [probe]
     try:
-        for port in range(base + 1, base + n):
-            s = socket.socket()
-            held.append(s)
-            s.bind(("127.0.0.1", port))
+        for k in range(1, n):
+            for addr in (("127.0.0.1", base + k), ("127.0.0.%d" % (k + 1), base)):
+                s = socket.socket()
+                held.append(s)
+                s.bind(addr)
         print(base)
         sys.exit(0)
     except OSError:
@@ -38,7 +40,7 @@ for _ in range(200):
     finally:
         for s in held:
             s.close()
-sys.exit("free_port: no %d consecutive free ports" % n)
+sys.exit("free_port: no port for %d nodes" % n)
 PY
 }
 

@@ -29,13 +29,13 @@ std::string slurm_cluster_script() {
 
 namespace {
 
-// A socket bound to loopback `port` (0: any free one), or -1.
-int bind_loopback(uint16_t port) {
+// A socket bound to 127.0.0.`host`:`port` (port 0: any free one), or -1.
+int bind_loopback(uint16_t port, uint8_t host = 1) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl((uint32_t{127} << 24) | host);
   a.sin_port = htons(port);
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
@@ -59,9 +59,12 @@ int free_port(int count) {
     std::vector<int> held{probe};
     bool all_free = true;
     for (int k = 1; k < count && all_free; ++k) {
-      const int fd = base + k <= 65535 ? bind_loopback(static_cast<uint16_t>(base + k)) : -1;
-      all_free = fd >= 0;
-      if (fd >= 0) held.push_back(fd);
+      const int on_first = base + k <= 65535 ? bind_loopback(static_cast<uint16_t>(base + k)) : -1;
+      const int on_own = bind_loopback(static_cast<uint16_t>(base), static_cast<uint8_t>(k + 1));
+      all_free = on_first >= 0 && on_own >= 0;
+      for (const int fd : {on_first, on_own}) {
+        if (fd >= 0) held.push_back(fd);
+      }
     }
     for (const int fd : held)
       close(fd);
