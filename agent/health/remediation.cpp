@@ -122,7 +122,11 @@ FaultDecision decide_fault_step(const FaultInputs& in) {
     // DOWN after our reboot: the first health pass on this boot decides (decide_return).
     if (own && n.down)
       return {FaultStep::kNothing, "back from our reboot; the return decides (" + n.reason + ")"};
-    if (own) {
+    // Up again with our old reason: from Slurm 23.11 on, a cluster without accounting storage
+    // keeps a resumed node's reason, so that is a finished reboot, and whether this fault is the
+    // one it was for is the reboot records' question below. Draining under our old reason is
+    // not a state our cycle leaves, so it is left to an admin.
+    if (own && n.drain) {
       return {FaultStep::kNeedsHands,
               "rebooted once already (" + n.reason + "); a second reboot is not tried"};
     }

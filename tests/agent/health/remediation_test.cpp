@@ -154,10 +154,24 @@ TEST(FaultStep, ANodeBackDownFromOurRebootIsLeftToTheReturnDecision) {
   EXPECT_EQ(decide_fault_step(in).step, FaultStep::kNothing);
 }
 
-TEST(FaultStep, OurRebootReasonStillOnAnUpNodeMeansItRebootedOnceAlready) {
-  // From Slurm 23.11 on, a cluster without accounting storage keeps the reason after a resume.
+// From Slurm 23.11 on, a cluster without accounting storage keeps the reason after a resume: a node
+// our reboot cleared and resumed is IDLE under our old reason for good. The same fault back within
+// the week needs hands (the reboot records say so); another fault days later gets its own reboot.
+TEST(FaultStep, OurOldRebootReasonOnAResumedNodeIsAFinishedReboot) {
+  FaultInputs same = xid79_on_idle_node();
+  same.node = node_in("IDLE", our_reboot_reason(kOldBoot) + " : reboot complete");
+  same.reboots = {{same.now_sec - 3600, "3f2a9c1b", "nvidia-xid@0000:3b:00"}};
+  EXPECT_EQ(decide_fault_step(same).step, FaultStep::kNeedsHands);
+
+  FaultInputs other = same;
+  other.reboots = {{other.now_sec - 3 * 24 * 3600, "3f2a9c1b", "nvidia-xid@0000:86:00"}};
+  const FaultDecision d = decide_fault_step(other);
+  EXPECT_EQ(d.step, FaultStep::kReboot) << d.why;
+}
+
+TEST(FaultStep, DrainingUnderOurOldRebootReasonIsLeftForHands) {
   FaultInputs in = xid79_on_idle_node();
-  in.node = node_in("IDLE", our_reboot_reason(kOldBoot) + " : reboot complete");
+  in.node = node_in("DRAINING", our_reboot_reason(kOldBoot) + " : reboot complete");
   EXPECT_EQ(decide_fault_step(in).step, FaultStep::kNeedsHands);
 }
 
