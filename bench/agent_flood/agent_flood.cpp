@@ -254,6 +254,32 @@ bool fetch(const std::string& source, int port, const std::string& munge_socket,
   return answer.rfind("HTTP/1.1 200", 0) == 0;
 }
 
+// The agent's refusal counters (and clients), to show what each flood met.
+std::string refusals(int port) {
+  const int fd = connect_tcp_from("127.0.0.1", port);
+  if (fd < 0) return "(no /metrics)";
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  std::string out;
+  std::istringstream lines(answer);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("triage_socket_refused", 0) == 0 || line.rfind("triage_http_refused", 0) == 0)
+      out += "  " + line + "\n";
+  }
+  return out;
+}
+
 void peer_rounds(int port, const std::string& munge_socket, int rounds, const std::string& phase,
                  Table& t) {
   const std::string target = "/v1/jobs/" + std::to_string(kPeerJob) + "/events";
@@ -387,11 +413,13 @@ int main(int argc, char** argv) {
       if (!flood.started()) (void)std::fprintf(stderr, "agent_flood: the socket flood stalled\n");
       std::this_thread::sleep_for(std::chrono::seconds(1));
       local_rounds(socket_path, rounds, 200000, "1000 held", t);
+      std::printf("after the held socket flood:\n%s", refusals(port).c_str());
     }
     {
       ReconnectFlood flood(kNobody, socket_path);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       local_rounds(socket_path, rounds, 300000, "reconnecting", t);
+      std::printf("after the reconnect flood:\n%s", refusals(port).c_str());
     }
     peer_rounds(port, munge.socket(), rounds, "no flood", t);
     {
@@ -400,6 +428,7 @@ int main(int argc, char** argv) {
       if (!flood.started()) (void)std::fprintf(stderr, "agent_flood: the HTTP flood stalled\n");
       std::this_thread::sleep_for(std::chrono::seconds(1));
       peer_rounds(port, munge.socket(), rounds, "1000 held", t);
+      std::printf("after the HTTP flood:\n%s", refusals(port).c_str());
     }
     print(t);
     if (!agent.alive()) {
