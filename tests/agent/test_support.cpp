@@ -44,37 +44,6 @@ int connect_tcp(int port) {
   return fd;
 }
 
-int connect_tcp_from(const std::string& source, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
-      ::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-int connect_unix(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 namespace fs = std::filesystem;
 
 TempDir::TempDir(const std::string& tag) {
@@ -128,60 +97,6 @@ void make_dirs(const std::string& path, mode_t mode) {
   std::error_code ec;
   fs::create_directories(path, ec);
   ::chmod(path.c_str(), mode);
-}
-
-MungeDaemon::MungeDaemon(const std::string& dir) : socket_(dir + "/munge.sock") {
-  const std::string key = dir + "/munge.key";
-  {
-    std::ifstream rnd("/dev/urandom", std::ios::binary);
-    std::string bytes(1024, '\0');
-    rnd.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    write_file(key, bytes, 0600);
-  }
-  const std::string args[] = {"munged",
-                              "--socket=" + socket_,
-                              "--key-file=" + key,
-                              "--pid-file=" + dir + "/munged.pid",
-                              "--log-file=" + dir + "/munged.log",
-                              "--seed-file=" + dir + "/munged.seed",
-                              "--foreground"};
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    const int err = ::open((dir + "/munged.stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (err >= 0) {
-      ::dup2(err, 1);
-      ::dup2(err, 2);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp("munged", argv.data());
-    ::_exit(127);
-  }
-  const bool up = eventually(
-      [&] {
-        std::string error;
-        return ::access(socket_.c_str(), F_OK) == 0 &&
-               munge_credential(socket_, "probe", error).has_value();
-      },
-      10000);
-  if (!up) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-}
-
-MungeDaemon::~MungeDaemon() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  for (int i = 0; i < 100; ++i) {
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
 }
 
 std::optional<JobFacts> FakeSlurm::load_job(uint64_t job_id, std::string& error) {
@@ -405,14 +320,6 @@ AgentConfig test_config(const std::string& dir, const std::string& node, const s
 }
 
 namespace {
-
-void drop_to(uid_t uid) {
-  const gid_t gid = uid == kNobody ? kNogroup : static_cast<gid_t>(uid);
-  if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
-      ::setresuid(uid, uid, uid) != 0) {
-    ::_exit(99);
-  }
-}
 
 // Reads until EOF or `stop_at_newline`, for at most 10 s.
 std::string read_answer(int fd, bool stop_at_newline) {

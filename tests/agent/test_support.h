@@ -20,6 +20,8 @@
 #include "agent/slurm/slurm_client.h"
 #include "agent/slurm/slurm_command_runner.h"
 #include "common/model.h"
+#include "tests/agent/munge_daemon.h"
+#include "tests/agent/server/floods.h"
 
 namespace triage::agent::testing {
 
@@ -49,21 +51,6 @@ void append_file(const std::string& path, const std::string& text);
 std::string iso_line(int64_t usec, const std::string& message);
 std::string read_file(const std::string& path);
 void make_dirs(const std::string& path, mode_t mode = 0755);
-
-// munged on a private socket and key, killed (by pid) when this goes away.
-class MungeDaemon {
- public:
-  explicit MungeDaemon(const std::string& dir);
-  ~MungeDaemon();
-  MungeDaemon(const MungeDaemon&) = delete;
-  MungeDaemon& operator=(const MungeDaemon&) = delete;
-  const std::string& socket() const { return socket_; }
-  bool ok() const { return pid_ > 0; }
-
- private:
-  std::string socket_;
-  pid_t pid_ = -1;
-};
 
 // A SlurmClient whose answers the test sets; it records drains and undrains.
 class FakeSlurm : public SlurmClient {
@@ -125,10 +112,7 @@ std::string socket_request(const std::string& socket_path, const std::string& li
                            std::optional<uid_t> as_uid = std::nullopt);
 // A TCP connection to 127.0.0.1:port, or -1.
 int connect_tcp(int port);
-// A TCP connection from `source` (a loopback address such as 127.0.0.2) to 127.0.0.1:port, or -1.
-int connect_tcp_from(const std::string& source, int port);
-// A connection to the Unix socket at `path`, or -1.
-int connect_unix(const std::string& path);
+// connect_tcp_from and connect_unix: tests/agent/server/floods.h.
 
 nlohmann::json socket_json(const std::string& socket_path, const nlohmann::json& request,
                            std::optional<uid_t> as_uid = std::nullopt);

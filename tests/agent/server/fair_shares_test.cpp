@@ -41,10 +41,17 @@ namespace {
 using namespace std::chrono_literals;
 using testing::AgentHarness;
 using testing::connect_unix;
+using testing::drop_to;
+using testing::HoldingFlood;
+using testing::http_flood_connection;
+using testing::kFloodAddress;
 using testing::kNobody;
 using testing::kNogroup;
 using testing::lifecycle;
 using testing::metric_value;
+using testing::ReconnectFlood;
+using testing::send_some;
+using testing::socket_flood_connection;
 using testing::socket_json;
 using testing::socket_request;
 
@@ -66,14 +73,6 @@ void raise_fd_limit() {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &rl), 0);
   ASSERT_GE(rl.rlim_cur, static_cast<rlim_t>(kFloodConnections + 200))
       << "the hard descriptor limit is too low for this test";
-}
-
-void drop_to(uid_t uid) {
-  const gid_t gid = uid == kNobody ? kNogroup : static_cast<gid_t>(uid);
-  if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
-      ::setresuid(uid, uid, uid) != 0) {
-    ::_exit(99);
-  }
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -112,95 +111,6 @@ std::string plugin_send(const std::string& socket_path, const nlohmann::json& ms
   return acked ? "" : why[0] != '\0' ? why : "not acknowledged";
 }
 
-// A child process, dropped to `uid`, that keeps `kFloodConnections` connections open until the
-// parent closes its pipe: every connection the agent closes (refused at once, cut off as idle or
-// slow) is opened again. `open_one(i)` connects and sends what connection i sends (-1: failed).
-class Flood {
- public:
-  Flood(uid_t uid, const std::function<int(int)>& open_one) {
-    int ready[2];
-    int stop[2];
-    if (::pipe(ready) != 0 || ::pipe(stop) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(ready[0]);
-      ::close(stop[1]);
-      drop_to(uid);
-      run(open_one, ready[1], stop[0]);
-      ::_exit(0);
-    }
-    ::close(ready[1]);
-    ::close(stop[0]);
-    stop_ = stop[1];
-    // The child says it holds its first thousand attempts.
-    char c = 0;
-    pollfd p{ready[0], POLLIN, 0};
-    started_ = ::poll(&p, 1, 30000) == 1 && ::read(ready[0], &c, 1) == 1;
-    ::close(ready[0]);
-  }
-  ~Flood() { end(); }
-  Flood(const Flood&) = delete;
-  Flood& operator=(const Flood&) = delete;
-
-  bool started() const { return started_; }
-  void end() {
-    if (pid_ <= 0) return;
-    ::close(stop_);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-
- private:
-  static void run(const std::function<int(int)>& open_one, int ready, int stop) {
-    std::vector<int> fds(kFloodConnections, -1);
-    for (int i = 0; i < kFloodConnections; ++i)
-      fds[static_cast<size_t>(i)] = open_one(i);
-    (void)!::write(ready, "r", 1);
-    ::close(ready);
-    for (;;) {
-      pollfd s{stop, POLLIN, 0};
-      if (::poll(&s, 1, 0) != 0) return;  // the parent is done (its end closed)
-      // Whatever the agent closed is opened again, about a thousand a second: the pressure
-      // never lets up. (Faster than the agent refuses, a flooder would queue in the listener's
-      // backlog ahead of everybody else; docs/security.md, "Fair shares".)
-      for (int i = 0; i < kFloodConnections; ++i) {
-        int& fd = fds[static_cast<size_t>(i)];
-        if (fd >= 0) {
-          pollfd p{fd, POLLRDHUP, 0};
-          if (::poll(&p, 1, 0) == 0) continue;
-          ::close(fd);
-        }
-        fd = open_one(i);
-        ::usleep(1000);
-      }
-      ::usleep(1000);
-    }
-  }
-
-  pid_t pid_ = -1;
-  int stop_ = -1;
-  bool started_ = false;
-};
-
-void send_some(int fd, const std::string& data) {
-  (void)!::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-// One of the flooder's socket connections: idle, half a line, or a pipeline never read.
-int socket_flood_connection(const std::string& path, int i) {
-  const int fd = connect_unix(path);
-  if (fd < 0) return -1;
-  if (i % 3 == 1) send_some(fd, R"({"op":"health","pad":")");
-  if (i % 3 == 2) {
-    std::string pipeline;
-    for (int k = 0; k < 2000; ++k)
-      pipeline += "{\"op\":\"health\"}\n";
-    send_some(fd, pipeline);
-  }
-  return fd;
-}
-
 TEST(FairShares, OneUserHoldingAThousandSocketConnectionsStarvesNobody) {
   raise_fd_limit();
   AgentHarness h("shares", "node001",
@@ -221,7 +131,8 @@ TEST(FairShares, OneUserHoldingAThousandSocketConnectionsStarvesNobody) {
 
   const std::string path = h.socket();
   ASSERT_EQ(socket_json(path, {{"op", "health"}})["ok"], true) << "once before the flood";
-  Flood flood(kNobody, [&](int i) { return socket_flood_connection(path, i); });
+  HoldingFlood flood(kNobody, kFloodConnections,
+                     [&](int i) { return socket_flood_connection(path, i); });
   ASSERT_TRUE(flood.started());
   // The thousand connects were queued in the listener faster than any server takes them; what is
   // measured is the time the flooder holds its connections, once the agent has refused the rest.
@@ -372,21 +283,6 @@ TEST(FairShares, ARefusedUserReadsWhyBeforeTheAgentHangsUp) {
   EXPECT_EQ(socket_json(h.socket(), {{"op", "ping"}})["ok"], true) << "root is not affected";
 }
 
-// One of the flood's HTTP connections: idle, half a request head, or a whole /metrics request
-// whose answer is never read.
-constexpr const char* kFloodAddress = "127.0.0.2";
-
-int http_flood_connection(int port, int i) {
-  const int fd = testing::connect_tcp_from(kFloodAddress, port);
-  if (fd < 0) return -1;
-  // A tiny receive buffer, so that an unread answer stays waiting in the agent.
-  const int small = 1;
-  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  if (i % 3 == 1) send_some(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n");
-  if (i % 3 == 2) send_some(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  return fd;
-}
-
 // The peer agent fetches from the flood's own address: a user on the peer's node shares its
 // address (docs/security.md, "Fair shares"), so the address's share is no protection; what lets
 // the peer in is that connections which have not sent a request give way to new ones.
@@ -402,7 +298,8 @@ TEST(FairShares, AFloodOfMetricsConnectionsFromThePeersOwnAddressLeavesItsEviden
   // Once before the flood: the first answer's one-time costs (munge's context, the first evidence
   // gathering) are not the flood's.
   ASSERT_EQ(testing::http_get_munged(port, events, munge_socket).status, 200);
-  Flood flood(kNobody, [&](int i) { return http_flood_connection(port, i); });
+  HoldingFlood flood(kNobody, kFloodConnections,
+                     [&](int i) { return http_flood_connection(kFloodAddress, port, i); });
   ASSERT_TRUE(flood.started());
   const std::string refused = R"(triage_http_refused_connections_total{host="node001",reason=")";
   // As above: measured while the flood holds its connections, once the first thousand are in.
@@ -588,47 +485,6 @@ TEST(FairShares, AnAgentOutOfDescriptorsClosesTheWaitingClientAndRecovers) {
   // Descriptors back: served as before.
   EXPECT_EQ(socket_json(path, {{"op", "ping"}})["ok"], true);
 }
-
-// A child process, dropped to `uid`, that connects to the socket at `path` as fast as it can, sends
-// nothing or a junk line, closes, and connects again, until the parent closes its pipe.
-class ReconnectFlood {
- public:
-  ReconnectFlood(uid_t uid, const std::string& path) {
-    int stop[2];
-    if (::pipe(stop) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(stop[1]);
-      drop_to(uid);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-      for (uint64_t i = 0;; ++i) {
-        if (i % 64 == 0) {
-          pollfd s{stop[0], POLLIN, 0};
-          if (::poll(&s, 1, 0) != 0) ::_exit(0);
-        }
-        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && i % 2 == 1)
-          send_some(fd, "junk\n");
-        ::close(fd);
-      }
-    }
-    ::close(stop[0]);
-    stop_ = stop[1];
-  }
-  ~ReconnectFlood() {
-    if (pid_ <= 0) return;
-    ::close(stop_);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  ReconnectFlood(const ReconnectFlood&) = delete;
-  ReconnectFlood& operator=(const ReconnectFlood&) = delete;
-
- private:
-  pid_t pid_ = -1;
-  int stop_ = -1;
-};
 
 // Connect, send nothing or a junk line, close, connect again, unpaced, as one ordinary user: the
 // flooder fills SocketPath's listen queue faster than the agent takes connections from it, so
