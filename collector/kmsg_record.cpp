@@ -4,24 +4,13 @@
 
 namespace triage::collector {
 
-namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
 std::string unescape_kmsg(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] == 'x') {
-      const int hi = hex_value(s[i + 2]);
-      const int lo = hex_value(s[i + 3]);
+      const int hi = hex_digit_value(s[i + 2]);
+      const int lo = hex_digit_value(s[i + 3]);
       if (hi >= 0 && lo >= 0) {
         out.push_back(static_cast<char>(hi * 16 + lo));
         i += 3;

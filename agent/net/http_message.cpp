@@ -37,30 +37,6 @@ const char* reason_phrase(int status) {
   }
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      const int hi = hex_value(s[i + 1]);
-      const int lo = hex_value(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += s[i] == '+' ? ' ' : s[i];
-  }
-  return out;
-}
-
 HttpParseResult error(int status, std::string message) {
   HttpParseResult r;
   r.state = HttpParse::kError;
@@ -140,8 +116,8 @@ std::map<std::string, std::string> parse_query(std::string_view query) {
   for (std::string_view part : split(query, '&')) {
     if (part.empty()) continue;
     const size_t eq = part.find('=');
-    const std::string k = percent_decode(part.substr(0, eq));
-    out[k] = eq == std::string_view::npos ? "" : percent_decode(part.substr(eq + 1));
+    const std::string k = percent_decode(part.substr(0, eq), true);
+    out[k] = eq == std::string_view::npos ? "" : percent_decode(part.substr(eq + 1), true);
   }
   return out;
 }

@@ -143,34 +143,6 @@ CommentMerge merge_refused_comment(std::string_view existing, std::string_view o
   return merge_segment(existing, kRefusedKey, ours, max_bytes);
 }
 
-namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      const int hi = hex_value(s[i + 1]);
-      const int lo = hex_value(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-}  // namespace
-
 std::optional<MovedNote> refused_from_comment(std::string_view comment) {
   const size_t at = find_segment(comment, kRefusedKey);
   if (at == std::string_view::npos) return std::nullopt;
@@ -180,8 +152,8 @@ std::optional<MovedNote> refused_from_comment(std::string_view comment) {
   // The node is encoded, so its ':' (none in a host name) ends it.
   const size_t colon = value.find(':');
   MovedNote m;
-  m.node = decode(value.substr(0, colon));
-  if (colon != std::string_view::npos) m.reason = decode(value.substr(colon + 1));
+  m.node = percent_decode(value.substr(0, colon));
+  if (colon != std::string_view::npos) m.reason = percent_decode(value.substr(colon + 1));
   if (m.node.empty()) return std::nullopt;
   return m;
 }
