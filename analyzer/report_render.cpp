@@ -1,5 +1,6 @@
 #include "analyzer/report_render.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -160,7 +161,14 @@ void stragglers_markdown(const Triage& t, std::string& md) {
     md +=
         "\nA rank's speed is its own pace (outside the collectives every rank waits in) against "
         "the "
-        "job's median rank, or a straggler report's score against the fastest rank.\n\n";
+        "job's median rank, or a straggler report's score against the fastest rank.";
+    const bool node_only = std::any_of(t.stragglers.begin(), t.stragglers.end(),
+                                       [](const Straggler& s) { return !s.rank; });
+    if (node_only)
+      md +=
+          " A node without a rank: its GPUs' mean core clock against the other nodes' median "
+          "(full mode, from the TSDB).";
+    md += "\n\n";
   }
   if (!t.step_time_svg.empty())
     md += "![Step time over the run](" + link_target(t.step_time_svg) + ")\n\n";

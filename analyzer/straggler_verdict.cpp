@@ -151,7 +151,130 @@ std::optional<std::pair<std::string, std::string>> clock_drop_at(
   return dropped.front();
 }
 
+// --- Node-only stragglers ------------------------------------------------------------------
+
+// Each node's median clock per window of node_window_usec from the earliest sample; < 0 where
+// the node has no sample in that window. Windows past kMaxNodeWindows (a week of minutes) are
+// dropped, so that a stray timestamp cannot make the table huge.
+constexpr int64_t kMaxNodeWindows = int64_t{7} * 24 * 60;
+
+struct NodeWindows {
+  int64_t t0 = 0;
+  std::vector<std::vector<double>> mhz;  // [node][window]
+};
+
+NodeWindows node_windows(const std::vector<NodeClockSeries>& clocks, int64_t width) {
+  NodeWindows nw;
+  bool any = false;
+  int64_t t0 = 0, t1 = 0;
+  for (const auto& n : clocks) {
+    for (const auto& [t, v] : n.samples) {
+      if (!(v > 0)) continue;
+      t0 = any ? std::min(t0, t) : t;
+      t1 = any ? std::max(t1, t) : t;
+      any = true;
+    }
+  }
+  if (!any) return nw;
+  nw.t0 = t0;
+  const int64_t count = std::min((t1 - t0) / width + 1, kMaxNodeWindows);
+  for (const auto& n : clocks) {
+    std::vector<std::vector<double>> per(static_cast<size_t>(count));
+    for (const auto& [t, v] : n.samples) {
+      const int64_t w = (t - t0) / width;
+      if (v > 0 && w < count) per[static_cast<size_t>(w)].push_back(v);
+    }
+    std::vector<double> row(per.size(), -1);
+    for (size_t w = 0; w < per.size(); ++w)
+      if (!per[w].empty()) row[w] = median(std::move(per[w]));
+    nw.mhz.push_back(std::move(row));
+  }
+  return nw;
+}
+
+// median() of `sorted` (ascending) with one element equal to `v` left out; 0 when none is left.
+double median_without(const std::vector<double>& sorted, double v) {
+  const size_t m = sorted.size();
+  if (m < 2) return 0;
+  const auto pos =
+      static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), v) - sorted.begin());
+  auto kth = [&](size_t k) { return k < pos ? sorted[k] : sorted[k + 1]; };
+  const size_t r = m - 1;
+  if (r % 2 == 1) return kth(r / 2);
+  return (kth(r / 2 - 1) + kth(r / 2)) / 2;
+}
+
 }  // namespace
+
+std::vector<Straggler> find_node_stragglers(const std::vector<NodeClockSeries>& clocks,
+                                            const std::vector<Straggler>& rank_stragglers,
+                                            const StragglerPolicy& policy) {
+  std::vector<Straggler> out;
+  if (clocks.size() < 2 || policy.node_window_usec <= 0) return out;  // nothing to compare with
+  std::set<std::string> reported;
+  for (const Straggler& st : rank_stragglers)
+    reported.insert(st.node);
+  const NodeWindows nw = node_windows(clocks, policy.node_window_usec);
+  if (nw.mhz.empty()) return out;
+  const auto sustained = static_cast<size_t>(std::max<int64_t>(policy.sustained_windows, 1));
+  struct Streak {
+    std::vector<double> rel;
+    size_t start = 0;
+    bool done = false;  // reported, or never to be (no host, a rank straggler already)
+  };
+  std::vector<Streak> streaks(nw.mhz.size());
+  for (size_t n = 0; n < nw.mhz.size(); ++n)
+    streaks[n].done = clocks[n].host.empty() || reported.count(clocks[n].host) != 0;
+  auto judge = [&](size_t n) {
+    Streak& k = streaks[n];
+    if (k.done || k.rel.size() < sustained) return;
+    Straggler st;
+    st.node = clocks[n].host;
+    st.relative_speed = median(k.rel);
+    st.since_usec = nw.t0 + static_cast<int64_t>(k.start) * policy.node_window_usec;
+    st.basis = "gpu-core-clock";
+    out.push_back(std::move(st));
+    k.done = true;
+  };
+  const size_t windows = nw.mhz.front().size();
+  std::vector<double> sorted;
+  for (size_t w = 0; w < windows; ++w) {
+    sorted.clear();
+    for (const auto& row : nw.mhz)
+      if (row[w] > 0) sorted.push_back(row[w]);
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t n = 0; n < nw.mhz.size(); ++n) {
+      Streak& k = streaks[n];
+      if (k.done) continue;
+      const double mine = nw.mhz[n][w];
+      // The job's median node with this one left out: with two nodes, the other one.
+      const double ref = mine > 0 ? median_without(sorted, mine) : 0;
+      if (ref > 0 && mine / ref <= policy.clock_drop_ratio) {
+        if (k.rel.empty()) k.start = w;
+        k.rel.push_back(mine / ref);
+        continue;
+      }
+      judge(n);
+      k.rel.clear();
+    }
+  }
+  for (size_t n = 0; n < nw.mhz.size(); ++n)
+    judge(n);
+  std::stable_sort(out.begin(), out.end(), [](const Straggler& a, const Straggler& b) {
+    return a.relative_speed < b.relative_speed;
+  });
+  if (out.size() > kMaxStragglers) out.resize(kMaxStragglers);
+  return out;
+}
+
+void add_stragglers(std::vector<Straggler>& list, std::vector<Straggler> more) {
+  for (Straggler& st : more)
+    list.push_back(std::move(st));
+  std::stable_sort(list.begin(), list.end(), [](const Straggler& a, const Straggler& b) {
+    return a.relative_speed < b.relative_speed;
+  });
+  if (list.size() > kMaxStragglers) list.resize(kMaxStragglers);
+}
 
 std::string since_text(int64_t usec, int64_t line) {
   if (usec > 0) return format_utc(usec);

@@ -44,6 +44,12 @@ struct StragglerPolicy {
   // straggler report comes every five minutes by default (nvidia-resiliency-ext
   // report_time_interval 300 s), a window of ten steps can span minutes.
   int64_t same_time_slack_usec = int64_t{600} * 1000000;
+  // Node-only stragglers (full mode, find_node_stragglers): the GPU clocks are cut into windows
+  // of one minute, Prometheus's default scrape_interval (prometheus.io/docs/prometheus/latest/
+  // configuration/configuration/, `scrape_interval ... default = 1m`), so that every window holds
+  // a sample at the default scrape; a node is slow when, in sustained_windows of them in a row,
+  // its clocks are at or below clock_drop_ratio of the other nodes' median.
+  int64_t node_window_usec = int64_t{60} * 1000000;
 };
 
 struct Straggler {
@@ -82,6 +88,18 @@ std::vector<Straggler> find_stragglers(const RankRhythm& rhythm,
 Slowdown find_slowdown(const std::vector<StepPace>& steps, const std::vector<Straggler>& stragglers,
                        const std::vector<NodeClockSeries>& clocks,
                        const StragglerPolicy& policy = {});
+
+// Node-only stragglers (full mode): a node whose mean GPU core clock stayed at or below
+// `clock_drop_ratio` of the other nodes' median for `sustained_windows` windows of
+// `node_window_usec` in a row, as a Straggler with no rank, its relative_speed the clock ratio
+// (a compute-bound GPU's pace follows its core clock), basis "gpu-core-clock"; slowest first.
+// A node that already has a rank among `rank_stragglers` is left out (it is reported there).
+std::vector<Straggler> find_node_stragglers(const std::vector<NodeClockSeries>& clocks,
+                                            const std::vector<Straggler>& rank_stragglers,
+                                            const StragglerPolicy& policy = {});
+
+// `more` added to `list`, the whole kept slowest first and as long as find_stragglers allows.
+void add_stragglers(std::vector<Straggler>& list, std::vector<Straggler> more);
 
 // "2026-11-21T10:04:02Z", else "line N".
 std::string since_text(int64_t usec, int64_t line);

@@ -151,6 +151,7 @@ void attach_tsdb_result(Triage& t, tsdb::TsdbResult result) {
     add_unique(t.recommendations, rec);
   }
   attribute_slowdown_to_clocks(t);
+  add_node_stragglers(t);
 }
 
 std::vector<NodeClockSeries> node_clocks_of(const tsdb::Timeline& tl) {
@@ -172,6 +173,12 @@ void attribute_slowdown_to_clocks(Triage& t) {
   const Slowdown with_clocks =
       find_slowdown(t.step_times, t.stragglers, node_clocks_of(t.tsdb->timeline));
   if (with_clocks.found && !with_clocks.node.empty()) t.slowdown = with_clocks;
+}
+
+void add_node_stragglers(Triage& t) {
+  if (!t.tsdb || t.tsdb->timeline.clock.size() < 2) return;
+  add_stragglers(t.stragglers,
+                 find_node_stragglers(node_clocks_of(t.tsdb->timeline), t.stragglers));
 }
 
 std::string timeline_name_for(const std::string& report_md_name) {

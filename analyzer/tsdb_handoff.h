@@ -51,6 +51,10 @@ std::vector<NodeClockSeries> node_clocks_of(const tsdb::Timeline& tl);
 // whose clocks fell when the step time rose), where the log alone could not or named another.
 void attribute_slowdown_to_clocks(Triage& t);
 
+// Full mode: adds to t.stragglers the nodes whose GPU clocks in the TSDB ran below the others'
+// (find_node_stragglers; rank null), those with a rank straggler already left out; slowest first.
+void add_node_stragglers(Triage& t);
+
 std::string timeline_name_for(const std::string& report_md_name);
 
 }  // namespace triage
