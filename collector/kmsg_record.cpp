@@ -1,5 +1,6 @@
 #include "collector/kmsg_record.h"
 
+#include "common/percent_decode.h"
 #include "common/text.h"
 
 namespace triage::collector {

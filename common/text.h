@@ -13,12 +13,6 @@ namespace triage {
 std::string_view trim(std::string_view s);
 std::vector<std::string_view> split(std::string_view s, char sep);
 std::string to_lower(std::string_view s);
-// The value of one hexadecimal digit ('0'-'9', 'a'-'f', 'A'-'F'), or -1.
-int hex_digit_value(char c);
-// `s` with every "%XX" (two hex digits) replaced by the byte it names; a "%" without two hex
-// digits after it stays as it is. With plus_is_space, "+" becomes " " too (a URL query's form
-// encoding).
-std::string percent_decode(std::string_view s, bool plus_is_space = false);
 bool iequals(std::string_view a, std::string_view b);
 
 // Strict whole-string parses: no leading/trailing junk, no overflow.

@@ -1,5 +1,6 @@
 #include "agent/net/http_message.h"
 
+#include "common/percent_decode.h"
 #include "common/text.h"
 
 namespace triage::agent {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/hostlist.h"
+#include "common/percent_decode.h"
 
 namespace triage::agent {
 
