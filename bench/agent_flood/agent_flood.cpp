@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,7 +78,7 @@ struct Times {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+  return v[static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1)))];
 }
 
 // kind -> phase -> times.
@@ -356,9 +357,13 @@ int main(int argc, char** argv) {
                        kFloodConnections + 200);
     return 1;
   }
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   std::string tmpl = "/tmp/agent-flood-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl.data());
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    (void)std::fprintf(stderr, "agent_flood: cannot make a directory under /tmp\n");
+    return 1;
+  }
+  const std::string dir = tmpl;
   ::chmod(dir.c_str(), 0755);  // the test uids reach the socket inside
   for (const char* sub : {"/proc", "/sys", "/cgroup", "/munge"})
     std::filesystem::create_directories(dir + sub);

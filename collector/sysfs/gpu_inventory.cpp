@@ -56,7 +56,11 @@ std::optional<std::set<std::string>> read_gpu_inventory(GuardedReader& reader,
   for (const std::string& name : names_in(drm)) {
     if (auto index = render_node_index(name)) {
       indices.push_back(*index);
-      vendor_files.push_back(drm + "/" + name + "/device/vendor");
+      std::string vendor = drm;
+      vendor += "/";
+      vendor += name;
+      vendor += "/device/vendor";
+      vendor_files.push_back(std::move(vendor));
     }
   }
   // Copied: read_files takes its list.

@@ -18,7 +18,6 @@
 namespace triage::collector {
 namespace {
 
-using agent::testing::FakeProcess;
 using agent::testing::TempDir;
 using agent::testing::write_file;
 using agent::testing::write_proc_tree;
