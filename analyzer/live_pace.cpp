@@ -30,16 +30,22 @@ bool has_samples(const RankRhythm& r) {
   return !r.scores.empty() || !r.compute.empty() || !r.tflops.empty();
 }
 
-std::string fixed(double v, const char* fmt) {
+// A step time in three significant digits ("10", "13.1"); a relative speed with two decimals.
+std::string seconds_text(double v) {
   char buf[32];
-  (void)std::snprintf(buf, sizeof buf, fmt, v);
+  (void)std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+std::string ratio_text(double v) {
+  char buf[32];
+  (void)std::snprintf(buf, sizeof buf, "%.2f", v);
   return buf;
 }
 
 std::string straggler_text(const Straggler& s) {
   std::string t = s.rank ? "rank " + std::to_string(*s.rank) : std::string("a rank");
   if (!s.node.empty()) t += " on " + s.node;
-  t += " at " + fixed(s.relative_speed, "%.2f") + " of the job's pace since " +
+  t += " at " + ratio_text(s.relative_speed) + " of the job's pace since " +
        since_text(s.since_usec, s.since_line) + " (" + s.basis + ")";
   return t;
 }
@@ -126,8 +132,8 @@ PaceWarning judge_pace(const std::vector<StepPace>& steps, const RankRhythm& rhy
   std::vector<std::string> parts;
   if (w.slowdown.found) {
     const Slowdown& sd = w.slowdown;
-    std::string t = "slowdown: step time " + fixed(sd.from_s, "%.3g") + " s -> " +
-                    fixed(sd.to_s, "%.3g") + " s since step " + std::to_string(sd.since_step) +
+    std::string t = "slowdown: step time " + seconds_text(sd.from_s) + " s -> " +
+                    seconds_text(sd.to_s) + " s since step " + std::to_string(sd.since_step) +
                     " (" + since_text(sd.since_usec, sd.since_line) + ")";
     t += sd.node.empty() ? ", no node singled out" : ", on " + sd.node + " (" + sd.basis + ")";
     t += "; basis: steady step times, warm-up and pauses left out";
