@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyzer/live_pace.h"
 #include "analyzer/live_progress.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/owner_privilege.h"
@@ -38,8 +40,9 @@ constexpr uint64_t kMaxChunk = uint64_t{64} << 20;
 constexpr const char* kHelp = R"(usage: slurm-triage follow [options] LOG
 
 Follows a running job's log as it grows and prints, one JSON object per line, every early warning
-(the first line of each failure class) and every change of the live stall verdict. The rules are
-those of the agent's live hang detection (docs/analyze.md, "Live verdicts").
+(the first line of each failure class), every change of the live stall verdict, and every change
+of the pace warning (a lasting slowdown or a straggler; never a stall). The rules are those of the
+agent's live hang detection (docs/analyze.md, "Live verdicts").
 
 options:
   --interval S          seconds between polls (default 10)
@@ -144,6 +147,28 @@ nlohmann::json warning_json(const EarlyWarning& w) {
           {"truncated", w.truncated}, {"arrived", format_utc(w.arrived_usec)}};
 }
 
+// The pace warning as it stands: raised (with its line) or cleared.
+nlohmann::json pace_json(const PaceWarning& w, int64_t now) {
+  nlohmann::json j = {{"event", "pace"},
+                      {"at", format_utc(now)},
+                      {"warning", !w.line.empty()},
+                      {"line", w.line},
+                      {"slowdown", w.slowdown.found}};
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const Straggler& s : w.stragglers)
+    ranks.push_back({{"rank", s.rank ? nlohmann::json(*s.rank) : nlohmann::json(nullptr)},
+                     {"node", s.node},
+                     {"relative_speed", s.relative_speed},
+                     {"since", since_text(s.since_usec, s.since_line)},
+                     {"basis", s.basis}});
+  j["stragglers"] = std::move(ranks);
+  if (w.slowdown.found) {
+    j["slowdown_since_step"] = w.slowdown.since_step;
+    j["slowdown_since"] = since_text(w.slowdown.since_usec, w.slowdown.since_line);
+  }
+  return j;
+}
+
 void print(const nlohmann::json& j) {
   (void)std::printf("%s\n",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -168,6 +193,7 @@ class Follower {
       progress_ = LiveProgress(plan_.catalog(), dating(o_));
       offset_ = 0;
       warnings_printed_ = 0;
+      pace_generation_ = UINT64_MAX;  // judged again: a warning of the old log clears
     }
     const uint64_t end =
         complete_lines_end(fd_.get(), offset_, std::min(size, offset_ + kMaxChunk));
@@ -183,6 +209,7 @@ class Follower {
       key += "," + g;
     if (o_.once || key != last_key_) print(verdict_json(v, now.wall_usec));
     last_key_ = key;
+    report_pace(now.wall_usec);
     return v;
   }
 
@@ -195,6 +222,18 @@ class Follower {
     const ScanResult chunk = scan_log(fd_.get(), plan_, opt);
     progress_.absorb(chunk, read, last_read_mono_);
     offset_ = end;
+  }
+
+  // Judged again only when the read added step times or rank samples (a poll of a quiet log costs
+  // nothing); printed when the warning appears, changes what it is about, or clears.
+  void report_pace(int64_t now) {
+    const LivePace& pace = progress_.pace();
+    if (pace.generation() == pace_generation_) return;
+    pace_generation_ = pace.generation();
+    const PaceWarning w = judge_pace(pace.steps(), pace.rhythm());
+    if (w.key == pace_key_) return;
+    pace_key_ = w.key;
+    print(pace_json(w, now));
   }
 
   // --once reads a log at one moment (perhaps --now, long after it was written): the lines' own
@@ -215,6 +254,8 @@ class Follower {
   int64_t last_read_mono_ = 0;  // the previous poll's read (0: none yet)
   size_t warnings_printed_ = 0;
   std::string last_key_;
+  uint64_t pace_generation_ = 0;
+  std::string pace_key_;  // what the printed pace warning is about ("": none)
 };
 
 int follow(const Options& o, const ScanPlan& plan) {

@@ -58,6 +58,7 @@ void LiveProgress::absorb(const ScanResult& chunk, const LiveInstant& arrived,
   absorb_pause(chunk.facts.checkpoint_save, arrived.wall_usec, checkpoint_save_);
   absorb_pause(chunk.facts.evaluation, arrived.wall_usec, evaluation_);
   absorb_warnings(chunk, arrived.wall_usec);
+  pace_.absorb(chunk.facts);
   lines_ += chunk.lines;
 }
 

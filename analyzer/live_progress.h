@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "analyzer/line_text.h"
+#include "analyzer/live_pace.h"
 #include "analyzer/log_facts.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/progress_projection.h"
@@ -108,6 +109,8 @@ class LiveProgress {
   // In log order; at most one per catalog class.
   const std::vector<EarlyWarning>& warnings() const { return warnings_; }
   int64_t lines() const { return lines_; }
+  // The run's step times and rhythm so far, for the pace warning (analyzer/live_pace.h).
+  const LivePace& pace() const { return pace_; }
 
  private:
   void absorb_steps(const LogFacts& facts, const LiveInstant& arrived, int64_t previous_read_mono);
@@ -137,6 +140,7 @@ class LiveProgress {
   LiveLine evaluation_;
   std::vector<EarlyWarning> warnings_;
   std::vector<bool> warned_;  // by catalog class index
+  LivePace pace_;
 };
 
 }  // namespace triage

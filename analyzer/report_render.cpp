@@ -354,7 +354,9 @@ std::string requeue_markdown(const RequeueNote& n) {
 
 // The agent's live record: when the stall was flagged, what was done, the early warnings.
 void live_markdown(const Triage& t, std::string& md) {
-  if (!t.live || (t.live->record.flagged_usec == 0 && t.live->record.warnings.empty())) return;
+  if (!t.live || (t.live->record.flagged_usec == 0 && t.live->record.warnings.empty() &&
+                  t.live->record.pace_warning.empty()))
+    return;
   const LiveRecord& r = t.live->record;
   md += "### Live hang detection\n\n";
   if (!t.live->summary.empty()) md += md_prose(t.live->summary) + "\n\n";
@@ -365,6 +367,11 @@ void live_markdown(const Triage& t, std::string& md) {
     if (r.corroboration.empty()) md += "- Node facts: none seen (D state, kernel events)\n";
     if (!r.action_reason.empty()) md += "- Decision: " + md_prose(r.action_reason) + "\n";
     md += "\n";
+  }
+  if (!r.pace_warning.empty()) {
+    // A warning only: a slowdown or a straggler is never a hang (analyzer/live_pace.h).
+    md += "- " + md_prose(r.pace_warning) + " (raised " + format_utc(r.pace_warning_usec) +
+          ", standing when last judged; a warning, nothing was done)\n\n";
   }
   if (!r.warnings.empty()) {
     md += "Early warnings while the job ran (the log's own lines):\n\n";

@@ -420,6 +420,8 @@ void to_json(json& j, const LiveRecord& r) {
   if (r.action_tries != 0) j["action_tries"] = r.action_tries;
   if (r.stalls != 0) j["stalls"] = r.stalls;
   if (!r.earlier_stalls.empty()) j["earlier_stalls"] = r.earlier_stalls;
+  put(j, "pace_warning", r.pace_warning);
+  if (r.pace_warning_usec != 0) j["pace_warning_usec"] = r.pace_warning_usec;
 }
 
 LiveRecord live_record_from_json(const json& j, const std::string& origin,
@@ -460,6 +462,8 @@ LiveRecord live_record_from_json(const json& j, const std::string& origin,
         return LiveStall{e.i64("flagged_usec").value_or(0), e.i64("step").value_or(-1),
                          e.num("silence_s").value_or(0), e.i64("resumed_usec").value_or(0)};
       });
+  l.pace_warning = r.str("pace_warning").value_or("");
+  l.pace_warning_usec = r.i64("pace_warning_usec").value_or(0);
   return l;
 }
 

@@ -209,6 +209,10 @@ struct LiveRecord {
   int64_t action_tries = 0;
   int64_t stalls = 0;  // how many stalls were flagged in all (the current one included)
   std::vector<LiveStall> earlier_stalls;  // the latest earlier ones, each resumed
+  // The pace warning while it lasts (issue 28): a lasting slowdown or a straggler, as judged on
+  // the log read so far ("Pace (live): ..."); "" when none stands. Never part of a stall.
+  std::string pace_warning;
+  int64_t pace_warning_usec = 0;  // when it was raised (0: none stands)
 };
 
 // Everything the agent knows about one ended job, handed to the analyzer on a pipe.

@@ -80,6 +80,18 @@ void flag_stall(LiveRecord& record, const StallVerdict& v, const Corroboration& 
   record.resumed_usec = 0;
 }
 
+PaceChange take_pace_warning(LiveRecord& record, const std::string& line, int64_t now_usec) {
+  const bool stood = !record.pace_warning.empty();
+  record.pace_warning = line;
+  if (line.empty()) {
+    record.pace_warning_usec = 0;
+    return stood ? PaceChange::kCleared : PaceChange::kNone;
+  }
+  if (stood) return PaceChange::kNone;
+  record.pace_warning_usec = now_usec;
+  return PaceChange::kRaised;
+}
+
 bool stall_unflagged(const LiveRecord& record) {
   return record.flagged_usec == 0 || record.resumed_usec != 0;
 }

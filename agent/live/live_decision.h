@@ -86,6 +86,15 @@ bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec);
 // watchdog's timeout (10 minutes by default) usually fires after the stall was flagged.
 bool interim_report_due(const LiveRecord& record, bool new_watchdog_lines);
 
+// What a pace judgement did to the record's pace warning (analyzer/live_pace.h).
+enum class PaceChange : uint8_t { kNone, kRaised, kCleared };
+
+// Contract: the record takes the pace warning `line` judged at `now_usec` ("" = none): a warning
+// raised where none stood gets `now_usec` as its since, one that stands keeps its since and takes
+// the new line (its numbers move), an empty line clears it; the stall's fields and the action are
+// never touched (a slowdown or a straggler is a warning, never a hang).
+PaceChange take_pace_warning(LiveRecord& record, const std::string& line, int64_t now_usec);
+
 // The facts decide_hang_action needs, from the job's registration, its record, the verdict and
 // what slurmctld shows of the job now (Requeue=1 and Restarts).
 HangFacts hang_facts(const JobRecord& job, const LiveRecord& record, const StallVerdict& v,

@@ -1,6 +1,7 @@
 #include "agent/live/live_job.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace triage::agent {
 
@@ -39,6 +40,7 @@ LiveObservation LiveJob::poll(const LiveInstant& now, const LiveStallPolicy& pol
     // The log starts over (a job that reopened it with O_TRUNC): so does its progress.
     progress_ = LiveProgress(plan_.catalog());
     warnings_reported_ = 0;
+    pace_generation_ = UINT64_MAX;  // judged afresh: a warning about the old log clears
   }
   const int64_t steps_before = progress_.last_step_line();
   for (const LogChunk& c : r.chunks)
@@ -48,6 +50,12 @@ LiveObservation LiveJob::poll(const LiveInstant& now, const LiveStallPolicy& pol
   for (; warnings_reported_ < progress_.warnings().size(); ++warnings_reported_)
     obs.new_warnings.push_back(progress_.warnings()[warnings_reported_]);
   obs.verdict = judge_stall(progress_, now, policy);
+  // The pace is judged apart from the stall, and only when it moved (find_slowdown sorts the run's
+  // windows: not worth doing for a poll that read no step).
+  if (progress_.pace().generation() != pace_generation_) {
+    pace_generation_ = progress_.pace().generation();
+    obs.pace = judge_pace(progress_.pace().steps(), progress_.pace().rhythm());
+  }
   obs.follow = follower_.state();
   obs.lines = progress_.lines();
   return obs;
@@ -58,6 +66,7 @@ void LiveJob::scan(const LogChunk& chunk, const LiveInstant& now, LiveObservatio
     // The path names a new file (rotation, replacement): its lines are a new log.
     progress_ = LiveProgress(plan_.catalog());
     warnings_reported_ = 0;
+    pace_generation_ = UINT64_MAX;
   }
   last_fd_ = chunk.fd;
   const ScanResult scanned = scan_log(chunk.fd, plan_, chunk_scan_options(progress_, chunk.length));

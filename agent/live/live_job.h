@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/live/log_follower.h"
+#include "analyzer/live_pace.h"
 #include "analyzer/live_progress.h"
 #include "analyzer/log_scanner.h"
 #include "analyzer/stall_verdict.h"
@@ -31,6 +33,9 @@ struct LiveObservation {
   uint64_t bytes = 0;                      // bytes scanned in this poll
   // NCCL watchdog lines (analyzer/collective_progress.h) arrived in this poll.
   bool new_watchdog_lines = false;
+  // The pace warning, judged again when this poll added step times or rank samples (nullopt: the
+  // pace did not move, the last judgement stands). Never part of the stall verdict.
+  std::optional<PaceWarning> pace;
 };
 
 class LiveJob {
@@ -56,6 +61,8 @@ class LiveJob {
   int last_fd_ = -1;  // the descriptor of the last chunk scanned: another one is another file
   // The previous poll's read (monotonic; 0: none): what a poll finds was not in the file then.
   int64_t last_read_mono_ = 0;
+  // The pace's generation last judged (LivePace::generation); a new log is judged afresh.
+  uint64_t pace_generation_ = 0;
 };
 
 // The scan options for one chunk: the progress's continuation, the plan's shared searcher, and a

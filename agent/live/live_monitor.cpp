@@ -193,6 +193,17 @@ void LiveMonitor::on_poll(LiveObservation obs) {
     spdlog::info("job {}: steps again after the flagged stall", job_id);
     changed = true;
   }
+  // The pace warning: recorded and counted, never judged as a stall or acted on.
+  if (obs.pace) {
+    const PaceChange pc = take_pace_warning(f.record, obs.pace->line, obs.at.wall_usec);
+    if (pc == PaceChange::kRaised) {
+      ++stats_.pace_warnings;
+      spdlog::warn("job {}: {}", job_id, log_text(f.record.pace_warning));
+    } else if (pc == PaceChange::kCleared) {
+      spdlog::info("job {}: pace warning cleared: the job keeps its pace again", job_id);
+    }
+    changed = changed || pc != PaceChange::kNone;
+  }
   stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono,
                                                 f.gpu_counted_mono, obs.at.mono_usec);
   f.gpu_counted_mono = obs.at.mono_usec;
@@ -484,6 +495,13 @@ void LiveMonitor::stop(uint64_t job_id, const LiveInstant& now) {
   if (it->second.busy) return;  // its answer is still coming; stopped on a later tick
   save(job_id, it->second, now);
   jobs_.erase(it);
+}
+
+size_t LiveMonitor::pace_warned() const {
+  size_t n = 0;
+  for (const auto& [id, f] : jobs_)
+    n += f.record.pace_warning.empty() ? 0 : 1;
+  return n;
 }
 
 std::optional<LiveRecord> LiveMonitor::hand_over(uint64_t job_id, int restart_count) {

@@ -78,6 +78,7 @@ class LiveMonitor {
     uint64_t interim_reports = 0;
     uint64_t poll_failures = 0;  // a poll that threw, or a log the owner cannot read
     uint64_t bytes_scanned = 0;
+    uint64_t pace_warnings = 0;  // pace warnings raised (a slowdown or a straggler began)
   };
 
   LiveMonitor(const AgentConfig& cfg, EventLoop& loop, NodeState& node, Hooks hooks);
@@ -104,6 +105,8 @@ class LiveMonitor {
   std::optional<LiveRecord> hand_over(uint64_t job_id, int restart_count);
 
   size_t followed() const { return jobs_.size(); }
+  // Followed jobs whose pace warning stands now.
+  size_t pace_warned() const;
   const Stats& stats() const { return stats_; }
   void kill_all() { reports_.kill_all(); }
 

@@ -329,6 +329,12 @@ void live_hangs(Page& p, const LiveMonitor& live) {
            s.poll_failures);
   p.single("triage_live_log_bytes_total", "counter", "Bytes of running jobs' logs scanned.",
            s.bytes_scanned);
+  p.single("triage_live_pace_warnings_total", "counter",
+           "Pace warnings raised in running jobs (a lasting slowdown or a straggler began).",
+           s.pace_warnings);
+  p.single("triage_live_jobs_pace_warned", "gauge",
+           "Running jobs whose pace warning stands now (a lasting slowdown or a straggler).",
+           as_count(live.pace_warned()));
 }
 
 std::string render_agent_metrics(const AgentMetricsSources& in) {

@@ -173,6 +173,54 @@ TEST_F(FollowCli, PollingPrintsEachVerdictChangeAsTheLogGrowsAndFallsSilent) {
   EXPECT_EQ(resumed["guards_applied"], nlohmann::json::array({"burst-floor"}));
 }
 
+// Steps [from, to) of a run printing each step's time, every one `seconds` long.
+std::string paced_steps(int from, int to, double seconds) {
+  std::string out;
+  for (int s = from; s < to; ++s) {
+    char buf[160];
+    (void)std::snprintf(buf, sizeof buf, "0: completed step: %d, seconds: %.3f, loss: 9.1\n", s,
+                        seconds);
+    out += buf;
+  }
+  return out;
+}
+
+// The next pace event it prints (the verdicts between skipped).
+nlohmann::json next_pace(RunningFollower& f) {
+  for (nlohmann::json j = f.next(); !j.is_null(); j = f.next()) {
+    if (j["event"] == "pace") return j;
+  }
+  return nullptr;
+}
+
+// Issue 28: a job that keeps stepping but 30% slower from step 200 is warned about once, as the
+// log grows, and the warning clears when its pace comes back; no stall is ever reported.
+TEST_F(FollowCli, PollingWarnsOfALastingSlowdownOnceAndClearsItWhenThePaceComesBack) {
+  const auto log = dir / "slurm-4242.out";
+  test::write_file(log, paced_steps(0, 200, 0.010));
+  RunningFollower f({"follow", "--interval", "0.1", "--stall-min", "3600", log.string()});
+  const auto first = f.next();
+  EXPECT_EQ(first["event"], "verdict") << first;
+  EXPECT_EQ(first["stalled"], false) << first;
+  std::ofstream(log, std::ios::app) << paced_steps(200, 300, 0.013);
+  const auto raised = next_pace(f);
+  ASSERT_FALSE(raised.is_null());
+  EXPECT_EQ(raised["warning"], true) << raised;
+  EXPECT_EQ(raised["slowdown"], true) << raised;
+  EXPECT_EQ(raised["slowdown_since_step"], 200) << raised;
+  EXPECT_EQ(raised["slowdown_since"], "line 201") << raised;  // the lines have no timestamps
+  EXPECT_EQ(raised["stragglers"], nlohmann::json::array());
+  EXPECT_EQ(raised["line"].get<std::string>().rfind(
+                "Pace (live): slowdown: step time 0.01 s -> 0.013 s since step 200", 0),
+            0U)
+      << raised;
+  std::ofstream(log, std::ios::app) << paced_steps(300, 600, 0.010);
+  const auto cleared = next_pace(f);
+  ASSERT_FALSE(cleared.is_null());
+  EXPECT_EQ(cleared["warning"], false) << cleared;
+  EXPECT_EQ(cleared["line"], "") << cleared;
+}
+
 TEST_F(FollowCli, UsageAndInputErrors) {
   EXPECT_EQ(run_cli({"follow"}).exit_code, 2);
   EXPECT_EQ(run_cli({"follow", "--now", "5", "x.log"}).exit_code,

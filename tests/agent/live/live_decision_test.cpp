@@ -387,3 +387,39 @@ TEST(HangFactsFromSlurm, RestartsAndRequeueComeFromWhatSlurmShowsNow) {
 
 }  // namespace
 }  // namespace triage::agent
+
+namespace triage::agent {
+namespace {
+
+// Issue 28: the pace warning is raised once, stands (its since kept, its numbers refreshed) while
+// the judgement keeps finding it, clears when it is gone, and never touches the stall or action.
+TEST(LivePace, AWarningIsRaisedOnceStandsWithItsSinceAndClears) {
+  LiveRecord r;
+  r.flagged_usec = 7;
+  r.action = "notify";
+  EXPECT_EQ(take_pace_warning(r, "", 100), PaceChange::kNone);
+  EXPECT_EQ(take_pace_warning(r, "Pace (live): slowdown: step time 10 s -> 13 s", 200),
+            PaceChange::kRaised);
+  EXPECT_EQ(r.pace_warning_usec, 200);
+  EXPECT_EQ(take_pace_warning(r, "Pace (live): slowdown: step time 10 s -> 13.1 s", 300),
+            PaceChange::kNone);
+  EXPECT_EQ(r.pace_warning, "Pace (live): slowdown: step time 10 s -> 13.1 s");
+  EXPECT_EQ(r.pace_warning_usec, 200) << "it stands since it was raised";
+  EXPECT_EQ(take_pace_warning(r, "", 400), PaceChange::kCleared);
+  EXPECT_EQ(r.pace_warning, "");
+  EXPECT_EQ(r.pace_warning_usec, 0);
+  EXPECT_EQ(r.flagged_usec, 7);
+  EXPECT_EQ(r.action, "notify");
+}
+
+TEST(LivePace, TheWarningSurvivesTheSpoolRecord) {
+  LiveRecord r;
+  (void)take_pace_warning(r, "Pace (live): straggler: rank 3", 500);
+  const auto back = latest_live_entry({live_spool_record(FollowState{.path = "/x"}, r, 10, {})});
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->record.pace_warning, "Pace (live): straggler: rank 3");
+  EXPECT_EQ(back->record.pace_warning_usec, 500);
+}
+
+}  // namespace
+}  // namespace triage::agent

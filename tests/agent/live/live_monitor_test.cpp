@@ -484,6 +484,41 @@ TEST_F(LiveLoop, AFailureLineIsAnEarlyWarningAtOnceAndTheJobIsLeftAlone) {
   EXPECT_EQ(saved->record.warnings.size(), 1U);
 }
 
+// Issue 28: a job that asked for --triage-on-hang=cancel (the admin allowing it) keeps stepping
+// but 30% slower from step 220 on: its pace warning is raised, recorded and counted, and nothing
+// is flagged, commented or cancelled; the warning stands while the slow pace lasts.
+TEST_F(LiveLoop, AJobThatSlowsDownButKeepsSteppingIsWarnedAboutAndNeverCancelled) {
+  LiveMonitor& m = new_monitor();
+  int64_t now = kT0;
+  for (int64_t batch = 0; batch < 40; ++batch) {
+    std::string text;
+    for (int64_t s = batch * 10; s < batch * 10 + 10; ++s) {
+      const double sec = s >= 220 ? 13.0 : 10.0;
+      text += "0: completed step: " + std::to_string(s) + ", seconds: " + std::to_string(sec) +
+              ", TFLOP/s/device: 401.2, loss: 9.100\n";
+      now += static_cast<int64_t>(sec * kSec);
+    }
+    append(text);
+    tick(m, now);
+    if (batch == 20) EXPECT_EQ(record(m).pace_warning, "") << "warned before the slowdown";
+  }
+  const LiveRecord r = record(m);
+  EXPECT_NE(r.pace_warning.find("Pace (live): slowdown: step time 10 s -> 13 s since step 220"),
+            std::string::npos)
+      << r.pace_warning;
+  EXPECT_GT(r.pace_warning_usec, kT0);
+  EXPECT_EQ(r.flagged_usec, 0);
+  EXPECT_EQ(r.action, "");
+  EXPECT_TRUE(commands.empty()) << "no AdminComment, no scancel";
+  EXPECT_EQ(stats_of(m).pace_warnings, 1U);  // raised once, never flapped
+  EXPECT_EQ(stats_of(m).hangs, 0U);
+  EXPECT_EQ(m.pace_warned(), 1U);
+  // Saved with the record: the job-end evidence and a restarted agent have it.
+  const auto saved = latest_live_entry(node.spool().read_job(kJob));
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->record.pace_warning, r.pace_warning);
+}
+
 TEST_F(LiveLoop, ARestartedAgentResumesFromTheSavedOffsetWithTheSameRecord) {
   LiveMonitor& first = new_monitor();
   const int64_t last = steps_every_second(first, 30);
