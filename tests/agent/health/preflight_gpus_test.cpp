@@ -15,7 +15,6 @@
 namespace triage::agent {
 namespace {
 
-using testing::FakeProcess;
 using testing::TempDir;
 using testing::write_file;
 using testing::write_proc_tree;

@@ -95,7 +95,7 @@ std::vector<KernelEvent> port_down_for(int64_t down_s) {
   const int64_t now = now_usec();
   std::vector<KernelEvent> out;
   w.update(reading(now - (down_s + 5) * 1000000, "ACTIVE"));
-  for (int64_t t = now - down_s * 1000000; t <= now; t += 5 * 1000000) {
+  for (int64_t t = now - down_s * 1000000; t <= now; t += int64_t{5} * 1000000) {
     for (auto& e : w.update(reading(t, "DOWN")))
       out.push_back(std::move(e));
   }

@@ -164,7 +164,7 @@ TEST(FaultStep, OurOldRebootReasonOnAResumedNodeIsAFinishedReboot) {
   EXPECT_EQ(decide_fault_step(same).step, FaultStep::kNeedsHands);
 
   FaultInputs other = same;
-  other.reboots = {{other.now_sec - 3 * 24 * 3600, "3f2a9c1b", "nvidia-xid@0000:86:00"}};
+  other.reboots = {{other.now_sec - int64_t{3} * 24 * 3600, "3f2a9c1b", "nvidia-xid@0000:86:00"}};
   const FaultDecision d = decide_fault_step(other);
   EXPECT_EQ(d.step, FaultStep::kReboot) << d.why;
 }

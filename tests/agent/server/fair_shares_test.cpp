@@ -46,7 +46,6 @@ using testing::HoldingFlood;
 using testing::http_flood_connection;
 using testing::kFloodAddress;
 using testing::kNobody;
-using testing::kNogroup;
 using testing::lifecycle;
 using testing::metric_value;
 using testing::ReconnectFlood;
