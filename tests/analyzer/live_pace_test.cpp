@@ -46,7 +46,7 @@ std::string rank_step_line(int rank, int64_t t, int64_t step, double seconds, do
 std::vector<std::string> run_steps(int64_t steps, const std::function<double(int64_t)>& seconds_at,
                                    const std::function<double(int, int64_t)>& tflops_at) {
   std::vector<std::string> out;
-  double t = static_cast<double>(kT0 / kSec);
+  double t = static_cast<double>(kT0) / static_cast<double>(kSec);
   for (int64_t s = 0; s < steps; ++s) {
     double sec = s == 0 ? 95.0 : s < 5 ? seconds_at(s) * 1.6 : seconds_at(s);
     if (s > 0 && s % 50 == 0) sec *= 3;
