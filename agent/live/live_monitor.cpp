@@ -499,8 +499,9 @@ void LiveMonitor::stop(uint64_t job_id, const LiveInstant& now) {
 
 size_t LiveMonitor::pace_warned() const {
   size_t n = 0;
-  for (const auto& [id, f] : jobs_)
-    n += f.record.pace_warning.empty() ? 0 : 1;
+  for (const auto& [id, f] : jobs_) {
+    if (!f.record.pace_warning.empty()) ++n;
+  }
   return n;
 }
 
