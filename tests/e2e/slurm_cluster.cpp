@@ -35,7 +35,7 @@ int bind_loopback(uint16_t port, uint8_t host = 1) {
   if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl((uint32_t{127} << 24) | host);
+  a.sin_addr.s_addr = htonl((uint32_t{127} << 24) | uint32_t{host});
   a.sin_port = htons(port);
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
