@@ -241,15 +241,7 @@ bool fetch(const std::string& source, int port, const std::string& munge_socket,
     return false;
   }
   (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string answer;
-  char buf[65536];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 10000) <= 0) break;
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    answer.append(buf, static_cast<size_t>(n));
-  }
+  const std::string answer = read_answer(fd, false);
   ::close(fd);
   ms = ms_since(t0);
   return answer.rfind("HTTP/1.1 200", 0) == 0;
@@ -261,15 +253,7 @@ std::string refusals(int port) {
   if (fd < 0) return "(no /metrics)";
   const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string answer;
-  char buf[65536];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 10000) <= 0) break;
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    answer.append(buf, static_cast<size_t>(n));
-  }
+  const std::string answer = read_answer(fd, false);
   ::close(fd);
   std::string out;
   std::istringstream lines(answer);

@@ -321,21 +321,6 @@ AgentConfig test_config(const std::string& dir, const std::string& node, const s
 
 namespace {
 
-// Reads until EOF or `stop_at_newline`, for at most 10 s.
-std::string read_answer(int fd, bool stop_at_newline) {
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 10000) <= 0) break;
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (stop_at_newline && out.find('\n') != std::string::npos) break;
-  }
-  return out;
-}
-
 std::string unix_exchange(const std::string& path, const std::string& line) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};

@@ -54,6 +54,20 @@ void drop_to(uid_t uid) {
   }
 }
 
+std::string read_answer(int fd, bool stop_at_newline) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (stop_at_newline && out.find('\n') != std::string::npos) break;
+  }
+  return out;
+}
+
 void send_some(int fd, const std::string& data) {
   (void)!::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }

@@ -23,6 +23,10 @@ void drop_to(uid_t uid);
 // Sends what fits without waiting and ignores the rest: a flooder does not care.
 void send_some(int fd, const std::string& data);
 
+// What `fd` sends until EOF, or up to its first newline with `stop_at_newline`; each wait for more
+// at most 10 s.
+std::string read_answer(int fd, bool stop_at_newline);
+
 // A child process, dropped to `uid`, that keeps `connections` connections open until end(): every
 // connection the agent closes (refused at once, cut off as idle or slow) is opened again, about a
 // thousand a second. `open_one(i)` connects and sends what connection i sends (-1: failed).
