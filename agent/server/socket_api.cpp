@@ -71,10 +71,14 @@ UniqueFd listen_unix(const std::string& path, mode_t mode) {
     throw_errno("bind " + path, errno);
   }
   if (::chmod(path.c_str(), mode) != 0) throw_errno("chmod " + path, errno);
-  // A deep backlog: the plugin gives up at once (to the inbox) when it is full, and a user's
-  // connection flood should meet the agent's refusal, not a full queue (the kernel caps this at
-  // net.core.somaxconn).
-  if (::listen(fd.get(), 4096) != 0) throw_errno("listen " + path, errno);
+  // The root socket's queue is deep: the plugin connects without waiting and goes to the inbox
+  // when it is full, and only root can fill it. SocketPath's is shallow on purpose: a user who
+  // reconnects without pause keeps any queue full, and a waiting client's connect lands behind a
+  // whole queue of the flooder's connections, each accepted and refused in turn (4096 of them
+  // were 42 ms at the median on an idle 2-core node, 128 are about 1 ms: bench/agent_flood). A
+  // user's client connects blocking, so a full queue makes it wait a moment, never fail.
+  const int backlog = mode == 0600 ? 4096 : 128;
+  if (::listen(fd.get(), backlog) != 0) throw_errno("listen " + path, errno);
   return fd;
 }
 
