@@ -358,7 +358,9 @@ void live_markdown(const Triage& t, std::string& md) {
                   t.live->record.pace_warning.empty()))
     return;
   const LiveRecord& r = t.live->record;
-  md += "### Live hang detection\n\n";
+  // "Hang detection" only where a stall was flagged: a pace warning or an early warning alone is
+  // what the agent saw while watching, not a hang.
+  md += r.flagged_usec != 0 ? "### Live hang detection\n\n" : "### Live watch\n\n";
   if (!t.live->summary.empty()) md += md_prose(t.live->summary) + "\n\n";
   if (r.flagged_usec != 0) {
     md += "- Basis: " + md_prose(r.basis) + "\n";
@@ -412,6 +414,10 @@ std::string render_markdown(const Triage& t) {
           md_prose(t.primary_title) + ")  \n";
   }
   if (t.hang_origin_judged) md += "**Hang origin:** " + hang_origin_words(t.hang_origin) + "  \n";
+  // A running job's report written for its pace warning (agent/live/live_monitor.h): the warning
+  // is the news, so it stands among the first lines too.
+  if (t.status == kStatusRunning && t.live && !t.live->record.pace_warning.empty())
+    md += "**Warning:** " + md_prose(t.live->record.pace_warning) + "  \n";
   // Where the job did not run, among the first lines: the preflight moved it off a node.
   for (const MovedNote& m : t.moved) {
     md += "**Moved:** off node " + md_code_span(m.node) +

@@ -100,6 +100,10 @@ bool interim_report_due(const LiveRecord& record, bool new_watchdog_lines) {
   return new_watchdog_lines && record.flagged_usec != 0 && record.resumed_usec == 0;
 }
 
+bool pace_report_due(const std::string& reported, const std::string& key) {
+  return key != reported;
+}
+
 bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec) {
   if (record.flagged_usec == 0 || record.resumed_usec != 0 || !new_steps) return false;
   record.resumed_usec = now_usec;

@@ -86,6 +86,12 @@ bool mark_resumed(LiveRecord& record, bool new_steps, int64_t now_usec);
 // watchdog's timeout (10 minutes by default) usually fires after the stall was flagged.
 bool interim_report_due(const LiveRecord& record, bool new_watchdog_lines);
 
+// Contract: a running job's interim report is written again when its pace warning is about
+// something else than the one its last report showed (`key` against `reported`, PaceWarning::key:
+// raised, cleared, another straggler or a slowdown added), so that the job directory says so while
+// the job runs; its measured numbers moving is not worth a report.
+bool pace_report_due(const std::string& reported, const std::string& key);
+
 // What a pace judgement did to the record's pace warning (analyzer/live_pace.h).
 enum class PaceChange : uint8_t { kNone, kRaised, kCleared };
 

@@ -193,7 +193,9 @@ void LiveMonitor::on_poll(LiveObservation obs) {
     spdlog::info("job {}: steps again after the flagged stall", job_id);
     changed = true;
   }
-  // The pace warning: recorded and counted, never judged as a stall or acted on.
+  // The pace warning: recorded, counted and shown in an interim report, never judged as a stall or
+  // acted on.
+  bool pace_report = false;
   if (obs.pace) {
     const PaceChange pc = take_pace_warning(f.record, obs.pace->line, obs.at.wall_usec);
     if (pc == PaceChange::kRaised) {
@@ -203,6 +205,8 @@ void LiveMonitor::on_poll(LiveObservation obs) {
       spdlog::info("job {}: pace warning cleared: the job keeps its pace again", job_id);
     }
     changed = changed || pc != PaceChange::kNone;
+    pace_report = pace_report_due(f.pace_reported, obs.pace->key);
+    if (pace_report) f.pace_reported = obs.pace->key;
   }
   stats_.stalled_gpu_hours += stalled_gpu_hours(f.record, f.facts.gpus, f.last_step_mono,
                                                 f.gpu_counted_mono, obs.at.mono_usec);
@@ -212,11 +216,13 @@ void LiveMonitor::on_poll(LiveObservation obs) {
   f.lines = obs.lines;
   if (save_due(changed, moved, f.saved_mono, obs.at.mono_usec, kSaveIntervalUsec))
     save(job_id, f, obs.at);
-  if (interim_report_due(f.record, obs.new_watchdog_lines)) {
+  const bool watchdog_report = interim_report_due(f.record, obs.new_watchdog_lines);
+  if (watchdog_report) {
     spdlog::info("job {}: NCCL watchdog lines after the flagged stall; interim report refreshed",
                  job_id);
-    write_interim_report(job_id, f, own_evidence(job_id, f, obs.at));
   }
+  if (watchdog_report || pace_report)
+    write_interim_report(job_id, f, own_evidence(job_id, f, obs.at));
   if (obs.verdict.stalled) judge(job_id, f, obs.verdict, obs.at);
 }
 
@@ -453,7 +459,8 @@ void LiveMonitor::write_interim_report(uint64_t job_id, Followed& f, const NodeE
   ev.live = f.record;
   AnalysisRequest req;
   req.job_id = job_id;
-  // basic: the interim report is about the stall; the metrics playbooks run after the job.
+  // basic: the interim report is about the stall or the pace; the metrics playbooks run after the
+  // job.
   req.argv =
       analyzer_argv(cfg_.analyzer_path, "basic", cfg_.stall_after_sec, analysis_target(f.facts));
   req.who = f.owner;
@@ -465,9 +472,9 @@ void LiveMonitor::write_interim_report(uint64_t job_id, Followed& f, const NodeE
   reports_.start(std::move(req), [this, job_id](const AnalysisOutcome& o) {
     if (o.started && !o.timed_out && analysis_succeeded(o.wait_status)) {
       ++stats_.interim_reports;
-      spdlog::info("job {}: interim hang report written", job_id);
+      spdlog::info("job {}: interim report written", job_id);
     } else {
-      spdlog::error("job {}: interim hang report failed: {}", job_id,
+      spdlog::error("job {}: interim report failed: {}", job_id,
                     log_text(o.timed_out ? std::string("timed out") : o.err.substr(0, 400)));
     }
     const auto it = jobs_.find(job_id);
@@ -510,7 +517,7 @@ std::optional<LiveRecord> LiveMonitor::hand_over(uint64_t job_id, int restart_co
   if (it != jobs_.end() && it->second.attempt.restart_count == restart_count)
     it->second.handed_over = true;
   if (reports_.kill_job(job_id) != 0)
-    spdlog::info("job {}: interim hang report abandoned: the final report is on its way", job_id);
+    spdlog::info("job {}: interim report abandoned: the final report is on its way", job_id);
   return record(job_id, restart_count);
 }
 

@@ -6,6 +6,8 @@
 // an interim `hang (live)` report written by the analyzer as the owner (the job-end path's
 // AnalysisRunner), the job's AdminComment (agent/live/hang_comment.h), the metrics, and then
 // whatever decide_hang_action allows (scancel or scontrol requeue, agent/live/hang_commands.h).
+// A pace warning (a lasting slowdown or a straggler) is recorded, counted and shown in an interim
+// report of the running job, and never acted on.
 // Each job's live state is saved in its spool file ({"r":"live"}), so a restarted agent resumes
 // from the remembered offset with the same record; the job-end pipeline hands the record to the
 // final analysis.
@@ -134,7 +136,8 @@ class LiveMonitor {
     bool handed_over = false;       // the final analysis has the record: no interim report any more
     int64_t action_retry_mono = 0;  // a cancel or requeue whose try failed runs again from then
     bool interim_running = false;   // an interim analysis of the job runs
-    bool interim_again = false;     // ... and another is due when it ends (new watchdog lines)
+    bool interim_again = false;     // ... and another is due when it ends
+    std::string pace_reported;      // the pace warning's key its last interim report showed
   };
 
   void start(uint64_t job_id, const JobRecord& job, const LiveInstant& now);
@@ -153,8 +156,9 @@ class LiveMonitor {
   void on_action(uint64_t job_id, const std::string& what, const SlurmCommandResult& done,
                  const std::string& not_done, const LiveInstant& now);
   void set_comment(uint64_t job_id, const Followed& f);
-  // `own`: this node's evidence as the stall was judged on it. One interim analysis of a job at a
-  // time: one asked for while another runs follows it, so an older report never lands last.
+  // `own`: this node's evidence as the stall or pace was judged on it. One interim analysis of a
+  // job at a time: one asked for while another runs follows it, so an older report never lands
+  // last.
   void write_interim_report(uint64_t job_id, Followed& f, const NodeEvidence& own);
   void save(uint64_t job_id, Followed& f, const LiveInstant& now);
   void stop(uint64_t job_id, const LiveInstant& now);

@@ -171,6 +171,33 @@ TEST(LiveReport, ACancelThatFailedOrWasNotRunIsNeverToldAsDone) {
   EXPECT_EQ(t.status_reason.find("cancelled as hung"), std::string::npos) << t.status_reason;
 }
 
+// Issue 28 part 4: a job that keeps stepping, 30% slower for a while; the agent's interim report
+// of the running job says so among its first lines, as a warning, and calls nothing a hang.
+TEST(LiveReport, ARunningJobWithAPaceWarningSaysSoInItsFirstLines) {
+  LiveRecord r;
+  r.followed_since_usec = kStart * kSec;
+  r.pace_warning =
+      "Pace (live): slowdown: step time 1 s -> 1.3 s since step 22, steady step times, warm-up "
+      "and pauses left out";
+  r.pace_warning_usec = (kStart + 25) * kSec;
+  const Triage t = diagnosed(evidence_with(r, "RUNNING"), kStart + 31);
+  EXPECT_EQ(t.status, kStatusRunning);
+  const std::string md = render_markdown(t);
+  const size_t warning = md.find("**Warning:** Pace (live): slowdown: step time 1 s -\\> 1.3 s");
+  ASSERT_NE(warning, std::string::npos) << md;
+  EXPECT_LT(warning, md.find("###")) << "among the first lines";
+  EXPECT_NE(md.find("### Live watch"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Live hang detection"), std::string::npos) << "a warning is not a hang";
+  EXPECT_EQ(md.find("hang (live)"), std::string::npos) << md;
+  const auto j = triage_to_json(t);
+  EXPECT_EQ(j["live"], false);
+  EXPECT_EQ(j["live_record"]["pace_warning"], r.pace_warning);
+  // After the job, the post-mortem keeps the warning in its section but not among the first lines.
+  const std::string after = render_markdown(diagnosed(evidence_with(r, "COMPLETED"), kStart + 40));
+  EXPECT_EQ(after.find("**Warning:** Pace"), std::string::npos) << after;
+  EXPECT_NE(after.find("- Pace (live): slowdown"), std::string::npos) << after;
+}
+
 TEST(LiveReport, ARecordWithoutAFlagOrWarningsAddsNoSection) {
   LiveRecord r;
   r.followed_since_usec = kStart * kSec;

@@ -175,6 +175,15 @@ TEST(LiveFlag, WatchdogLinesRefreshTheInterimReportOnlyWhileTheFlaggedStallLasts
   EXPECT_FALSE(interim_report_due(r, true)) << "resumed: the stall is over";
 }
 
+TEST(LivePace, TheRunningReportFollowsWhatTheWarningIsAboutNotItsNumbers) {
+  EXPECT_FALSE(pace_report_due("", "")) << "no warning ever: no report";
+  EXPECT_TRUE(pace_report_due("", "slowdown")) << "raised";
+  EXPECT_FALSE(pace_report_due("slowdown", "slowdown")) << "the same slowdown, its numbers moved";
+  EXPECT_TRUE(pace_report_due("slowdown", "slowdown;straggler 3")) << "a straggler joined it";
+  EXPECT_TRUE(pace_report_due("slowdown;straggler 3", ""))
+      << "cleared: the report must not keep it";
+}
+
 TEST(LiveFlag, AStallAfterAResumedOneIsFlaggedAgainAndTheEarlierKept) {
   LiveRecord r;
   EXPECT_TRUE(stall_unflagged(r));

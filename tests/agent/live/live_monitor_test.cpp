@@ -485,8 +485,9 @@ TEST_F(LiveLoop, AFailureLineIsAnEarlyWarningAtOnceAndTheJobIsLeftAlone) {
 }
 
 // Issue 28: a job that asked for --triage-on-hang=cancel (the admin allowing it) keeps stepping
-// but 30% slower from step 220 on: its pace warning is raised, recorded and counted, and nothing
-// is flagged, commented or cancelled; the warning stands while the slow pace lasts.
+// but 30% slower from step 220 on: its pace warning is raised, recorded, counted and shown in an
+// interim report of the running job, and nothing is flagged, commented or cancelled; the warning
+// stands while the slow pace lasts.
 TEST_F(LiveLoop, AJobThatSlowsDownButKeepsSteppingIsWarnedAboutAndNeverCancelled) {
   LiveMonitor& m = new_monitor();
   int64_t now = kT0;
@@ -513,6 +514,17 @@ TEST_F(LiveLoop, AJobThatSlowsDownButKeepsSteppingIsWarnedAboutAndNeverCancelled
   EXPECT_EQ(stats_of(m).pace_warnings, 1U);  // raised once, never flapped
   EXPECT_EQ(stats_of(m).hangs, 0U);
   EXPECT_EQ(m.pace_warned(), 1U);
+  // The interim report of the running job, written once (its numbers moving are no news), run as
+  // the owner with the warning in the evidence.
+  ASSERT_TRUE(testing::eventually([&] { return stats_of(m).interim_reports == 1; }));
+  ASSERT_TRUE(analyzer_run().has_value());
+  const nlohmann::json run = *analyzer_run();
+  EXPECT_EQ(run.value("uid", -1), static_cast<int>(owner_uid()));
+  EXPECT_EQ(run["evidence"]["job"]["state"], "RUNNING");
+  EXPECT_EQ(run["evidence"]["live"]["pace_warning"], r.pace_warning);
+  EXPECT_EQ(run["evidence"]["live"].value("flagged_usec", int64_t{0}), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(stats_of(m).interim_reports, 1U);
   // Saved with the record: the job-end evidence and a restarted agent have it.
   const auto saved = latest_live_entry(node.spool().read_job(kJob));
   ASSERT_TRUE(saved);
