@@ -2,7 +2,8 @@
 // running job's log as its owner and, when the steps stop, flags `hang (live)` while the job is
 // still RUNNING, with the interim report in its directory and its AdminComment set; a job that
 // asked for --triage-on-hang=cancel on a cluster whose plugstack allows it is then cancelled, and
-// its final report says it was cancelled as hung, at which step, and what the cancel saved.
+// its final report says it was cancelled as hung, at which step, and what the cancel saved. A job
+// that slows down but keeps stepping gets a running report with its pace warning, nothing more.
 // HangStallMin is set low (20 s) so that the cluster's threshold is minutes shorter than a real
 // one; everything else is the shipped path.
 #include <gtest/gtest.h>
@@ -94,6 +95,52 @@ TEST(Live, AJobThatAskedForCancelIsCancelledAndItsReportSaysSo) {
   const std::string md = slurp(j.job_dir() / "triage.md");
   EXPECT_NE(md.find("cancelled as hung by slurm-triage"), std::string::npos) << md;
   EXPECT_NE(md.find("of its time limit unused"), std::string::npos) << md;
+}
+
+// Issue 28 part 4 on a real Slurm: a job that keeps stepping but 30% slower from step 220 on is
+// warned about in a report written into its directory while it runs (status running, the warning
+// among the first lines), and is neither flagged nor cancelled, although it asked for cancel.
+TEST(Live, AJobThatSlowsDownIsWarnedInARunningReportAndLeftAlone) {
+  SlurmCluster& c = CLUSTER_OR_FAIL(g_env);
+  const std::string body =
+      "for i in $(seq 1 400); do s=1.000; if [ $i -gt 220 ]; then s=1.300; fi; "
+      "echo \"0: completed step: $i, seconds: $s, loss: 9.1\"; sleep 0.02; done\n"
+      "for i in $(seq 401 1000); do echo \"0: completed step: $i, seconds: 1.300, loss: 9.1\"; "
+      "sleep 1; done\n";
+  const LayoutJob j = submit_layout_job(c, "live-pace", "slows-down", body,
+                                        {"-t", "30", "--triage-on-hang=cancel"});
+  c.wait_running(j.id);
+  json r;
+  const bool warned = within(seconds(90), [&] {
+    if (!fs::exists(j.job_dir() / "triage.json")) return false;
+    try {
+      r = json::parse(slurp(j.job_dir() / "triage.json"));
+    } catch (const json::exception&) {
+      return false;  // never half-written (temp + rename), but a parse error must not end the wait
+    }
+    return !r["live_record"].value("pace_warning", std::string()).empty();
+  });
+  ASSERT_TRUE(warned) << r.dump(1) << "\n" << c.logs();
+  EXPECT_EQ(r["status"], "running");
+  EXPECT_EQ(r["live"], false);
+  EXPECT_TRUE(r["flagged_at"].is_null()) << r.dump();
+  const std::string warning = r["live_record"]["pace_warning"].get<std::string>();
+  const std::string slowdown = "slowdown: step time 1 s -> 1.3 s since step ";
+  const size_t since = warning.find(slowdown);
+  ASSERT_NE(since, std::string::npos) << warning;
+  const int step = std::stoi(warning.substr(since + slowdown.size()));
+  EXPECT_GE(step, 215) << warning;  // the slow steps begin at 221; a window may round it
+  EXPECT_LE(step, 230) << warning;
+  expect_users_regular_file(c, j.job_dir() / "triage.md");
+  const std::string md = slurp(j.job_dir() / "triage.md");
+  EXPECT_NE(md.find("**Warning:** Pace (live): slowdown"), std::string::npos) << md;
+  EXPECT_NE(md.find("**Status:** running"), std::string::npos) << md;
+  const auto job = c.job(j.id);
+  EXPECT_EQ(job_field(job, "JobState"), "RUNNING") << "a slowdown is never cancelled";
+  EXPECT_EQ(job_field(job, "AdminComment").find("triage=hang"), std::string::npos)
+      << job_field(job, "AdminComment");
+  (void)c.as_root({"scancel", std::to_string(j.id)});
+  c.wait_job(j.id);
 }
 
 }  // namespace
