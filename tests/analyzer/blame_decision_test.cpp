@@ -249,6 +249,43 @@ TEST(DecideBlame, AFailedJobWithoutAPrimaryIsUnknown) {
             "identified).");
 }
 
+// srun's step could not be laid out on the allocated CPUs: the binding asked for and the node's CPU
+// set disagree, and the message names neither. An expired credential is still slurmd's.
+TEST(DecideBlame, AStepThatCannotBeLaidOutOnTheCpusNamesNobody) {
+  Triage t = failed_with("srun-launch-fail", "Slurm could not launch the job step");
+  Finding layout = log_line(2,
+                            "srun: error: Task launch for StepId=125452.4 failed on node n1: "
+                            "Unable to layout tasks on given cpus");
+  layout.cls = "srun-launch-fail";
+  layout.vocabulary = "slurm.task-launch-failed";
+  t.evidence = {layout};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUnknown);
+  t.evidence.front().text =
+      "srun: error: Task launch for 1443722.0 failed on node compute-0-1: Job credential expired";
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kPlatform);
+}
+
+// A job that catches its warning signal and requeues itself (submitit, a self-requeueing script)
+// is ended "DUE TO JOB REQUEUE" exactly as a preempted one on a PreemptMode=REQUEUE partition: the
+// line names nobody. "DUE TO PREEMPTION" is Slurm's own decision.
+TEST(DecideBlame, ARequeueNamesNobodyWhereAPreemptionIsTheSchedulers) {
+  Triage t = failed_with("preempted", "Preempted or requeued by Slurm");
+  Finding requeue = log_line(3,
+                             "slurmstepd: error: *** JOB 608 ON n1 CANCELLED AT "
+                             "2022-08-12T02:06:12 DUE TO JOB REQUEUE ***");
+  requeue.cls = "preempted";
+  requeue.vocabulary = "slurm.job-requeue";
+  t.evidence = {requeue};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kUnknown);
+  Finding preempt = log_line(3,
+                             "slurmstepd: error: *** JOB 608 ON n1 CANCELLED AT "
+                             "2022-08-12T02:06:12 DUE TO PREEMPTION ***");
+  preempt.cls = "preempted";
+  preempt.vocabulary = "slurm.preemption";
+  t.evidence = {preempt};
+  EXPECT_EQ(*decide_blame(t, cat()).blame, Blame::kScheduler);
+}
+
 TEST(DecideBlame, TheDefaultComesFromTheRules) {
   const SignatureClass* c = cat().find("preempted");
   ASSERT_NE(c, nullptr);
