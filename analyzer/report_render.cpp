@@ -161,7 +161,7 @@ void stragglers_markdown(const Triage& t, std::string& md) {
     md +=
         "\nA rank's speed is its own pace (outside the collectives every rank waits in) against "
         "the "
-        "job's median rank, or a straggler report's score against the fastest rank.";
+        "median of the other ranks, or a straggler report's score against the fastest rank.";
     const bool node_only = std::any_of(t.stragglers.begin(), t.stragglers.end(),
                                        [](const Straggler& s) { return !s.rank; });
     if (node_only)

@@ -55,8 +55,21 @@ class RunningMedian {
   std::priority_queue<double, std::vector<double>, std::greater<>> upper_;
 };
 
+// median() of `sorted` (ascending) with one element equal to `v` left out; 0 when none is left.
+double median_without(const std::vector<double>& sorted, double v) {
+  const size_t m = sorted.size();
+  if (m < 2) return 0;
+  const auto pos =
+      static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), v) - sorted.begin());
+  auto kth = [&](size_t k) { return k < pos ? sorted[k] : sorted[k + 1]; };
+  const size_t r = m - 1;
+  if (r % 2 == 1) return kth(r / 2);
+  return (kth(r / 2 - 1) + kth(r / 2)) / 2;
+}
+
 // Each window's pace per rank, relative to the job: the score itself for a straggler report,
-// else the rank's mean against the median rank's. rel[w][rank] < 0 where the rank said nothing.
+// else the rank's mean against the other ranks' median. rel[w][rank] < 0 where the rank said
+// nothing.
 std::vector<std::vector<double>> relative_paces(const RhythmSeries& s) {
   std::vector<std::vector<double>> rel;
   rel.reserve(s.windows.size());
@@ -69,9 +82,12 @@ std::vector<std::vector<double>> relative_paces(const RhythmSeries& s) {
       present.push_back(means[r]);
     }
     if (s.basis != RhythmBasis::kRelativeScore) {
-      // A rank against itself says nothing: a window needs two ranks to compare.
-      const double med = present.size() >= 2 ? median(present) : 0;
+      // A rank against itself says nothing: a window needs two ranks to compare. Nor is it
+      // measured against a median it is part of: with two ranks the median is their mean, and a
+      // rank at 0.70 of the other would stand at 0.82 of it.
+      std::sort(present.begin(), present.end());
       for (double& m : means) {
+        const double med = m >= 0 ? median_without(present, m) : 0;
         if (m < 0 || med <= 0) {
           m = -1;
         } else if (s.higher_is_faster) {
@@ -190,18 +206,6 @@ NodeWindows node_windows(const std::vector<NodeClockSeries>& clocks, int64_t wid
     nw.mhz.push_back(std::move(row));
   }
   return nw;
-}
-
-// median() of `sorted` (ascending) with one element equal to `v` left out; 0 when none is left.
-double median_without(const std::vector<double>& sorted, double v) {
-  const size_t m = sorted.size();
-  if (m < 2) return 0;
-  const auto pos =
-      static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), v) - sorted.begin());
-  auto kth = [&](size_t k) { return k < pos ? sorted[k] : sorted[k + 1]; };
-  const size_t r = m - 1;
-  if (r % 2 == 1) return kth(r / 2);
-  return (kth(r / 2 - 1) + kth(r / 2)) / 2;
 }
 
 }  // namespace

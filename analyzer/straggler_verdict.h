@@ -1,7 +1,7 @@
 // Slow ranks and a slowing job. The rules, in one sentence each:
 // - a rank is a straggler when, in `sustained_windows` consecutive windows of the run, its own pace
-//   (a straggler report's score, or its compute time / TFLOP/s against the job's median rank) is
-//   below `straggler_relative_speed`;
+//   (a straggler report's score, or its compute time / TFLOP/s against the median of the other
+//   ranks) is below `straggler_relative_speed`;
 // - the job slowed down when its steady-state step time, warm-up and irregular steps (checkpoint
 //   saves, evaluation pauses) left out, rose by `slowdown_ratio` or more from some window on and
 //   every later window stayed there; the slowdown is the node's whose GPU clocks dropped by as
@@ -23,7 +23,7 @@ namespace triage {
 // The thresholds, each from a published reference:
 // - straggler_relative_speed 0.75: nvidia-resiliency-ext's identify_stragglers flags a rank whose
 //   score against the fastest rank is below 0.75 by default (docs/source/straggler_det/
-//   usage_guide.rst); the same cut is used against the median rank, which is gentler.
+//   usage_guide.rst); the same cut is used against the other ranks' median, which is gentler.
 // - slowdown_ratio 1.10: Greyhound (USENIX ATC'25, preprint arXiv 2410.12588) counts a slowdown
 //   once the mean iteration time shifts by 10% or more.
 // - irregular_ratio 2.0: Holmes (NSDI'25) calls an iteration over 2x a normal one irregular; such
@@ -55,7 +55,7 @@ struct StragglerPolicy {
 struct Straggler {
   std::optional<int64_t> rank;  // none when only a node is known
   std::string node;             // "" = unknown
-  double relative_speed = 1;    // the rank's pace over the job's median (or the fastest's)
+  double relative_speed = 1;    // the rank's pace over the others' median (or the fastest's)
   int64_t since_usec = 0;       // 0 = unknown: see since_line
   int64_t since_line = 0;
   std::string basis;  // rhythm_basis_id()

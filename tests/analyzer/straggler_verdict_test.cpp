@@ -179,6 +179,45 @@ TEST(RankRhythm, PerRankTflopsOnLabelledStepLinesFindTheSlowRankFromItsStepOn) {
   EXPECT_EQ(st[0].basis, "per-rank-tflops");
 }
 
+// Two ranks, one per node (the dev cluster's e2e, tests/e2e/rank_e2e_test.cpp): rank 1 computes at
+// 70% of rank 0's pace from step 41. The median of two ranks is their mean, which holds the slow
+// rank itself: against it rank 1 was at 0.82 and went unflagged. Against the other ranks' median
+// (here rank 0) it is at 0.70, and rank 0 is at 1.43, no straggler.
+TEST(RankRhythm, OfTwoRanksTheSlowerIsJudgedAgainstTheOtherNotAgainstTheirMean) {
+  const std::string log = run_log(
+      2, 80, [](int64_t) { return 10.0; },
+      [](int r, int64_t s) { return r == 1 && s >= 41 ? 119.9 : 171.3; });
+  const auto scan = test::scan_text(log);
+  const auto st = find_stragglers(scan.facts.rhythm, {{0, "host1"}, {1, "host2"}});
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].rank, 1);
+  EXPECT_EQ(st[0].node, "host2");
+  EXPECT_NEAR(st[0].relative_speed, 0.70, 0.01);
+}
+
+// The other ranks' median is the median of the ones left when the rank is taken out, for an odd
+// and an even number of others, with ties: the slowest of five at 0.70 of four even ones, and of
+// four ranks, the one at 0.70 against three others of 100, 100 and 120 (median 100).
+TEST(RankRhythm, EachRankIsJudgedAgainstTheMedianOfTheOthers) {
+  const auto flagged = [](const std::vector<double>& tflops) {
+    std::string log;
+    for (int64_t s = 0; s < 40; ++s) {
+      for (size_t r = 0; r < tflops.size(); ++r)
+        log += step_line(static_cast<int>(r), kT0 + s, s, 10.0, tflops[r]);
+    }
+    return find_stragglers(test::scan_text(log).facts.rhythm, {});
+  };
+  const auto five = flagged({170, 170, 119, 170, 170});
+  ASSERT_EQ(five.size(), 1u);
+  EXPECT_EQ(five[0].rank, 2);
+  EXPECT_NEAR(five[0].relative_speed, 0.70, 0.01);
+  const auto four = flagged({100, 70, 120, 100});
+  ASSERT_EQ(four.size(), 1u);
+  EXPECT_EQ(four[0].rank, 1);
+  EXPECT_NEAR(four[0].relative_speed, 0.70, 0.01);
+  EXPECT_TRUE(flagged({100, 80}).empty()) << "0.80 of the other is above the 0.75 cut";
+}
+
 // --- The job's step time
 // --------------------------------------------------------------------------
 
