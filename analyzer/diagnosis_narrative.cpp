@@ -1,5 +1,7 @@
 #include "analyzer/diagnosis_narrative.h"
 
+#include <cstdio>
+
 #include "analyzer/diagnosis.h"
 #include "common/text.h"
 
@@ -81,6 +83,40 @@ void node_steps(const Triage& t, std::vector<std::string>& out) {
   }
 }
 
+std::string speed_text(double v) {
+  char buf[32];
+  (void)std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+// A straggler or a lasting slowdown is worth a step even when the job completed: the next run on
+// the same node loses the same time (straggler_verdict.h).
+void pace_steps(const Triage& t, std::vector<std::string>& out) {
+  for (const Straggler& s : t.stragglers) {
+    std::string who = s.rank ? "Rank " + std::to_string(*s.rank) : std::string("A node");
+    if (!s.node.empty()) who += (s.rank ? " on node " : " ") + s.node;
+    std::string r =
+        who + " ran at " + speed_text(s.relative_speed) + " of the others' pace (" + s.basis + ")";
+    r += s.node.empty()
+             ? ": find which node it ran on (the job's task layout) and check that node's GPUs."
+             : ": check that node's GPUs (clocks, temperature, power capping: nvidia-smi -q -d "
+               "PERFORMANCE,TEMPERATURE,POWER or rocm-smi), and if it lags again, run without it "
+               "(sbatch --exclude=" +
+                   s.node + ") and tell the administrators.";
+    out.push_back(r);
+  }
+  if (t.slowdown.found) {
+    std::string r = "The step time rose from " + speed_text(t.slowdown.from_s) + " s to " +
+                    speed_text(t.slowdown.to_s) + " s at step " +
+                    std::to_string(t.slowdown.since_step) + " and stayed there";
+    r += t.slowdown.node.empty()
+             ? ": compare what changed at that step (data, checkpointing, the nodes' other load)."
+             : ", with node " + t.slowdown.node + " (" + t.slowdown.basis +
+                   "): look at that node first.";
+    out.push_back(r);
+  }
+}
+
 void ray_steps(const Triage& t, std::vector<std::string>& out) {
   if (!t.ray.enabled) return;
   if (t.ray.live && !t.ray.head_host.empty()) {
@@ -114,6 +150,7 @@ std::vector<std::string> next_steps(const Triage& t, const SignatureCatalog& cat
     out.push_back("Heartbeat timeout: " + t.heartbeat.verdict + ". " + t.heartbeat.explanation);
   }
   node_steps(t, out);
+  pace_steps(t, out);
   ray_steps(t, out);
   if (t.status == kStatusRunning && t.progress.stall_undetermined && t.progress.has_steps) {
     out.push_back(

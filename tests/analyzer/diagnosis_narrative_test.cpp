@@ -52,6 +52,41 @@ TEST(WhatHappened, AFailureWithNoClassPointsAtTheEndOfTheLog) {
             "3). Read the end of the log.");
 }
 
+// A job that completed with rank 1 on node vm2 at 0.70 of the other's pace from step 41, and its
+// step time up 30% from then: the report has something to do after all.
+TEST(NextSteps, ACompletedJobWithAStragglerAndASlowdownSaysWhereToLook) {
+  Triage t = verdict(kStatusCompleted, "");
+  EXPECT_TRUE(next_steps(t, cat()).empty()) << "an even run: nothing to do";
+  Straggler s;
+  s.rank = 1;
+  s.node = "vm2";
+  s.relative_speed = 0.7;
+  s.basis = "per-rank-tflops";
+  t.stragglers.push_back(s);
+  t.slowdown.found = true;
+  t.slowdown.from_s = 0.10;
+  t.slowdown.to_s = 0.13;
+  t.slowdown.since_step = 41;
+  t.slowdown.node = "vm2";
+  t.slowdown.basis = "its ranks fell behind";
+  const auto steps = next_steps(t, cat());
+  ASSERT_EQ(steps.size(), 2U);
+  EXPECT_TRUE(starts_with(steps[0],
+                          "Rank 1 on node vm2 ran at 0.70 of the others' pace "
+                          "(per-rank-tflops): check that node's GPUs"))
+      << steps[0];
+  EXPECT_NE(steps[0].find("sbatch --exclude=vm2"), std::string::npos) << steps[0];
+  EXPECT_EQ(steps[1],
+            "The step time rose from 0.10 s to 0.13 s at step 41 and stayed there, with node vm2 "
+            "(its ranks fell behind): look at that node first.");
+  // Only a rank is known: no node to exclude.
+  t.stragglers[0].node.clear();
+  t.slowdown.node.clear();
+  const auto rank_only = next_steps(t, cat());
+  EXPECT_EQ(rank_only[0].find("--exclude"), std::string::npos) << rank_only[0];
+  EXPECT_NE(rank_only[1].find("compare what changed at that step"), std::string::npos);
+}
+
 TEST(NextSteps, LiveOnlyStepsAreLeftOutOnceTheJobEnded) {
   Triage t = verdict(kStatusHanging, "hang");
   t.job_id = 4242;
