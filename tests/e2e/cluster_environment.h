@@ -64,6 +64,16 @@ inline ClusterOptions this_build_cluster() {
   options.analyzer = SLURM_TRIAGE_CLI;
   return options;
 }
+
+// Two nodes of this build, each agent reading its own kernel log (kernel-<node>.log in the state
+// directory, which the tests append to), evidence settled after a second and a peer given 3 s.
+inline ClusterOptions this_build_two_nodes() {
+  ClusterOptions options = this_build_cluster();
+  options.nodes = 2;
+  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",
+                            "KernelPath=@STATE@/kernel-@NODE@.log"};
+  return options;
+}
 #endif
 
 // main() of a real-Slurm test binary: without root it reports "skipped" (CTest's

@@ -203,10 +203,7 @@ TEST(Metrics, EveryDashboardPanelHasDataAfterAFewFailedJobs) {
 }  // namespace triage::testing
 
 int main(int argc, char** argv) {
-  triage::testing::ClusterOptions options = triage::testing::this_build_cluster();
-  options.nodes = 2;
-  options.agent_settings = {"EvidenceSettleDelay=1s", "PeerFetchTimeout=3s", "KernelSource=file",
-                            "KernelPath=@STATE@/kernel-@NODE@.log"};
-  return triage::testing::run_with_cluster(argc, argv, "metrics_e2e_tests", options,
+  return triage::testing::run_with_cluster(argc, argv, "metrics_e2e_tests",
+                                           triage::testing::this_build_two_nodes(),
                                            &triage::testing::g_env);
 }
