@@ -308,6 +308,15 @@ int64_t FactCollector::lines_wanted() const {
   return w;
 }
 
+size_t FactCollector::take_block_lines(const char* data, size_t size, int64_t first_line,
+                                       int64_t* lines) {
+  *lines = 0;
+  if (!rank_rhythm_ || summary_lines_left_ > 0 || heartbeat_lines_left_ > 0 ||
+      !open_tracebacks_.empty())
+    return 0;
+  return rhythm_.take_block_lines(data, size, first_line, lines);
+}
+
 int64_t FactCollector::open_traceback(int64_t rank) const {
   for (const auto& o : open_tracebacks_) {
     if (o.rank == rank) return o.start_line;
@@ -327,6 +336,8 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   const auto step = leading_int(rest, &used);
   if (!step || *step < 0) return;
   rest.remove_prefix(used);
+  // The per-rank reader's unit comes after the step number.
+  const auto past_step = static_cast<size_t>(rest.data() - lt.text.data());
   StepSegment& seg = facts_.steps;
   if (seg.first_step >= 0 && *step < seg.last_step - kRestartDrop) {
     // Training started over in the same log (a requeue or an in-job restart).
@@ -338,7 +349,7 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
   }
   if (seg.first_step >= 0 && *step <= seg.last_step) {
     // The same step printed by another rank, or a lagging rank: only its own pace is new.
-    if (rank_rhythm_) rhythm_.on_step_line(lt, *step, line_no);
+    if (rank_rhythm_) rhythm_.on_step_line(lt, *step, line_no, past_step);
     return;
   }
   if (seg.first_step < 0) {
@@ -356,14 +367,14 @@ void FactCollector::on_step(const LineText& lt, int64_t line_no) {
     seg.last_text = bounded(lt.raw);
     if (rank_rhythm_) {
       record_step_time(lt, *step, seg.first_seconds, line_no);
-      rhythm_.on_step_line(lt, *step, line_no);
+      rhythm_.on_step_line(lt, *step, line_no, past_step);
     }
     return;
   }
   const double seconds = step_seconds(rest);
   if (rank_rhythm_) {
     record_step_time(lt, *step, seconds, line_no);
-    rhythm_.on_step_line(lt, *step, line_no);
+    rhythm_.on_step_line(lt, *step, line_no, past_step);
   }
   seg.last_step = *step;
   seg.last_line = line_no;

@@ -204,6 +204,10 @@ class FactCollector {
   void on_line(const LineText& lt, int64_t line_no, uint32_t kinds);
   // How many following lines the open windows still want.
   int64_t lines_wanted() const;
+  // The lines at the start of [data, data + size) that only an open per-rank block wants, read in
+  // one go (RankRhythmReader::take_block_lines); the first is line `first_line`. Returns the
+  // bytes taken (0 when another window wants the lines too) and sets `lines` to their count.
+  size_t take_block_lines(const char* data, size_t size, int64_t first_line, int64_t* lines);
   // The start line of an open traceback of this rank, or 0.
   int64_t open_traceback(int64_t rank) const;
   // Parses the header lines (the first lines of the log) for RAY=1 and friends.

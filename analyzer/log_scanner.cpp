@@ -133,6 +133,19 @@ class Scanner {
                               : cursor;
         line_no_ += static_cast<int64_t>(count_newlines(data + cursor, ls - cursor));
         cursor = ls;
+      } else {
+        // Lines only a per-rank block wants, up to the next literal's line, go to it in one go.
+        while (hi < hits.size() && hits[hi].pos < cursor)
+          ++hi;
+        const size_t limit = hi < hits.size() ? hits[hi].pos : size;
+        int64_t taken = 0;
+        const size_t took =
+            facts_.take_block_lines(data + cursor, limit - cursor, line_no_, &taken);
+        if (took > 0) {
+          cursor += took;
+          line_no_ += taken;
+          continue;
+        }
       }
       const void* nl = std::memchr(data + cursor, '\n', size - cursor);
       const size_t le =

@@ -4,7 +4,7 @@
 //   straggler_bench [--size BYTES[K|M|G]] [--ranks N] [--dir DIR] [--runs N] [--cpu N] [--keep]
 //
 // It writes a training log under `srun -l` labels: every rank prints every step line with its own
-// TFLOP/s (so all N ranks' lines go through the per-rank reader), NCCL INFO and Python logging
+// TFLOP/s (every rank's line reaches the per-rank reader), NCCL INFO and Python logging
 // chatter between steps, Megatron's per-rank timers (--timing-log-option all) every 10 steps and a
 // straggler report every 100 steps; one rank slows from the middle on and the step time rises by a
 // fifth, so the verdicts have work to do. Then, pinned to one CPU, best of N runs after a warm-up

@@ -179,6 +179,73 @@ TEST(RankRhythm, PerRankTflopsOnLabelledStepLinesFindTheSlowRankFromItsStepOn) {
   EXPECT_EQ(st[0].basis, "per-rank-tflops");
 }
 
+// A long run (12,000 steps of 4 ranks) outgrows 1,024 windows of ten steps, so its windows widen
+// to twenty; each then reads its first ten steps only, as many samples as a short run's window.
+// Rank 2 computes at 0.70 of the others from step 6,000: still found, from that step.
+TEST(RankRhythm, AWidenedWindowReadsItsFirstTenStepsAndTheLateStragglerIsStillFound) {
+  std::string log;
+  log.reserve(12000 * 4 * 100);
+  for (int64_t s = 0; s < 12000; ++s) {
+    for (int r = 0; r < 4; ++r)
+      log += step_line(r, kT0 + 10 * s, s, 10.0, r == 2 && s >= 6000 ? 119.0 : 170.0);
+  }
+  const auto scan = test::scan_text(log);
+  const RhythmSeries& t = scan.facts.rhythm.tflops;
+  EXPECT_EQ(t.rounds_per_window, 2 * kStepsPerRhythmWindow);
+  EXPECT_LE(t.windows.size(), kMaxRhythmWindows);
+  // Windows merged before the widening hold twice ten; the ones opened after it, ten.
+  EXPECT_EQ(t.windows.back().count[2], static_cast<uint32_t>(kStepsPerRhythmWindow));
+  for (const RhythmWindow& w : t.windows)
+    EXPECT_LE(w.count[0], static_cast<uint32_t>(2 * kStepsPerRhythmWindow));
+  const auto st = find_stragglers(scan.facts.rhythm, {});
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].rank, 2);
+  EXPECT_NEAR(st[0].relative_speed, 0.70, 0.01);
+  EXPECT_EQ(st[0].since_usec, (kT0 + 10 * 6000) * kSec);
+
+  std::string even;
+  even.reserve(log.size());
+  for (int64_t s = 0; s < 12000; ++s) {
+    for (int r = 0; r < 4; ++r)
+      even += step_line(r, kT0 + 10 * s, s, 10.0, 170.0 + r);
+  }
+  EXPECT_TRUE(find_stragglers(test::scan_text(even).facts.rhythm, {}).empty());
+}
+
+// A timer block's lines are read in one go up to the next line that holds a trigger: an
+// out-of-memory error printed right after the block is still found, on its own line, and the
+// block's compute times are all kept.
+TEST(RankRhythm, AnErrorRightAfterATimerBlockIsStillFoundAndTheBlockIsKept) {
+  std::string block = megatron_timers(4, 3, 1.4);
+  block.erase(block.rfind("3:  [2026"));  // the block without Megatron's iteration line after it
+  const std::string log = block +
+                          "3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 "
+                          "GiB. GPU 0 has a total capacity of 79.11 GiB\n";
+  const auto scan = test::scan_text(log);
+  const RhythmSeries& c = scan.facts.rhythm.compute;
+  ASSERT_EQ(c.windows.size(), 1u);
+  ASSERT_EQ(c.windows[0].count.size(), 4u);
+  EXPECT_DOUBLE_EQ(c.windows[0].sum[3], 2 * 300.0 * 1.4);
+  EXPECT_DOUBLE_EQ(c.windows[0].sum[0], 600.0);
+  const int oom = test::shipped_catalog().index_of("oom-gpu");
+  ASSERT_GE(oom, 0);
+  const auto& m = scan.classes[static_cast<size_t>(oom)];
+  ASSERT_EQ(m.count, 1u);
+  EXPECT_EQ(m.first[0].line, 17);  // the block's 16 lines, then the error
+
+  // Another rank's error printed into the middle of a timer line (unbuffered stderr): the line
+  // reads as a rank's time, and is still looked at for what it says.
+  std::string mixed = block;
+  const std::string at = "3:      rank  3: 420.00";
+  ASSERT_NE(mixed.find(at), std::string::npos);
+  mixed.insert(mixed.find(at) + at.size(),
+               "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.");
+  const auto interleaved = test::scan_text(mixed);
+  const auto& mi = interleaved.classes[static_cast<size_t>(oom)];
+  ASSERT_EQ(mi.count, 1u);
+  EXPECT_EQ(mi.first[0].line, 11);
+}
+
 // Two ranks, one per node (the dev cluster's e2e, tests/e2e/rank_e2e_test.cpp): rank 1 computes at
 // 70% of rank 0's pace from step 41. The median of two ranks is their mean, which holds the slow
 // rank itself: against it rank 1 was at 0.82 and went unflagged. Against the other ranks' median
