@@ -184,7 +184,7 @@ TEST(RankRhythm, PerRankTflopsOnLabelledStepLinesFindTheSlowRankFromItsStepOn) {
 // Rank 2 computes at 0.70 of the others from step 6,000: still found, from that step.
 TEST(RankRhythm, AWidenedWindowReadsItsFirstTenStepsAndTheLateStragglerIsStillFound) {
   std::string log;
-  log.reserve(12000 * 4 * 100);
+  log.reserve(size_t{12000} * 4 * 100);
   for (int64_t s = 0; s < 12000; ++s) {
     for (int r = 0; r < 4; ++r)
       log += step_line(r, kT0 + 10 * s, s, 10.0, r == 2 && s >= 6000 ? 119.0 : 170.0);
@@ -201,7 +201,7 @@ TEST(RankRhythm, AWidenedWindowReadsItsFirstTenStepsAndTheLateStragglerIsStillFo
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0].rank, 2);
   EXPECT_NEAR(st[0].relative_speed, 0.70, 0.01);
-  EXPECT_EQ(st[0].since_usec, (kT0 + 10 * 6000) * kSec);
+  EXPECT_EQ(st[0].since_usec, (kT0 + int64_t{10} * 6000) * kSec);
 
   std::string even;
   even.reserve(log.size());
