@@ -302,9 +302,10 @@ class Scanner {
         const VocabGroup& g = vocab.groups[en.group];
         const bool placed = std::any_of(g.places.begin(), g.places.end(), [&](VocabPlace p) {
           // A message text is prose any line may hold: it counts only inside an exception's
-          // message or a line NCCL or Slurm printed, never as a bare word or a status.
-          if (use.pattern != 0 && p != VocabPlace::kExceptionMessage &&
-              p != VocabPlace::kNcclLine && p != VocabPlace::kSlurmLine)
+          // message, a line NCCL, Slurm, Open MPI/PMIx or UCX printed, or as the line a help
+          // text opens; never as a bare word or a status.
+          if (use.pattern != 0 && (p == VocabPlace::kExceptionType || p == VocabPlace::kStatus ||
+                                   p == VocabPlace::kWord))
             return false;
           return token_in_place(text, at, word.size(), p, is_exc ? &exc : nullptr);
         });

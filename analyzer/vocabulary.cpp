@@ -19,6 +19,9 @@ std::optional<VocabPlace> parse_place(std::string_view v) {
   if (v == "nccl-line") return VocabPlace::kNcclLine;
   if (v == "slurm-line") return VocabPlace::kSlurmLine;
   if (v == "word") return VocabPlace::kWord;
+  if (v == "help-line") return VocabPlace::kHelpLine;
+  if (v == "mpi-line") return VocabPlace::kMpiLine;
+  if (v == "ucx-line") return VocabPlace::kUcxLine;
   return std::nullopt;
 }
 
@@ -72,9 +75,10 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
       } else if (e.key == "read-in") {
         const auto p = parse_place(e.value);
         if (!p) {
-          errors.push_back(entry_error(sec, e,
-                                       "expected exception-type, exception-message, status, "
-                                       "nccl-line, slurm-line or word"));
+          errors.push_back(
+              entry_error(sec, e,
+                          "expected exception-type, exception-message, status, "
+                          "nccl-line, slurm-line, help-line, mpi-line, ucx-line or word"));
         } else {
           g.places.push_back(*p);
         }
@@ -215,6 +219,93 @@ bool is_slurm_line(std::string_view text) {
   return false;
 }
 
+namespace {
+
+// `name.c:123` followed by a space at `at`: the source position UCX's logger and Open MPI's
+// opal_output_verbose print before a message. Returns the offset after it, or npos.
+size_t source_position_end(std::string_view text, size_t at) {
+  size_t i = at;
+  while (i < text.size() && (is_ident(text[i]) || text[i] == '.'))
+    ++i;
+  if (i < at + 3 || text.substr(i - 2, 2) != ".c" || i >= text.size() || text[i] != ':')
+    return std::string_view::npos;
+  size_t d = i + 1;
+  while (d < text.size() && text[d] >= '0' && text[d] <= '9')
+    ++d;
+  if (d == i + 1 || d >= text.size() || text[d] != ' ') return std::string_view::npos;
+  return d;
+}
+
+// Whether `text` holds `file.c:NNN` followed by `Error: ` (Open MPI's common_ucx/pml_ucx error
+// lines: "pml_ucx.c:309  Error: Failed to create UCP worker").
+bool has_ompi_verbose_error(std::string_view text) {
+  size_t at = 0;
+  while ((at = text.find("Error: ", at)) != std::string_view::npos) {
+    size_t b = at;
+    while (b > 0 && text[b - 1] == ' ')
+      --b;
+    size_t start = b;
+    while (start > 0 && text[start - 1] != ' ' && text[start - 1] != ']')
+      --start;
+    if (b > start && source_position_end(text, start) == b) return true;
+    at += 7;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_mpi_line(std::string_view text) {
+  for (std::string_view marker :
+       {"OPAL ERROR: ", "ORTE_ERROR_LOG: ", "PRTE_ERROR_LOG: ", "PMIX ERROR: ", "PRTE ERROR: "}) {
+    if (text.find(marker) != std::string_view::npos) return true;
+  }
+  if (has_ompi_verbose_error(text)) return true;
+  // The error handler's banner: "[host:pid] *** An error occurred in MPI_Init" (Open MPI prints
+  // it with and without the prefix).
+  std::string_view rest = text;
+  if (!rest.empty() && rest.front() == '[') {
+    const size_t close = rest.find("] ");
+    if (close == std::string_view::npos) return false;
+    rest.remove_prefix(close + 2);
+  }
+  return rest.substr(0, 4) == "*** ";
+}
+
+bool is_ucx_error_line(std::string_view text) {
+  // A line with UCX's level: only ERROR and FATAL count.
+  size_t at = 0;
+  while ((at = text.find("UCX ", at)) != std::string_view::npos) {
+    const bool word_start = at == 0 || !is_ident(text[at - 1]);
+    size_t i = at + 3;
+    while (i < text.size() && text[i] == ' ')
+      ++i;
+    const std::string_view level = text.substr(i, 5);
+    if (word_start) {
+      if (level == "ERROR" || level == "FATAL") return true;
+      for (std::string_view other : {"WARN", "DIAG", "INFO", "DEBUG", "TRACE", "PRINT"}) {
+        if (level.substr(0, other.size()) == other) return false;
+      }
+    }
+    at += 4;
+  }
+  // UCX's fatal-error handler prints no level: "[host:pid:thread:tid] file.c:line  message"
+  // (ucs_log_fatal_error, "[%s:%-5d:%s:%d] "), its signal report without the position.
+  size_t pos = 0;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find("] ");
+    if (close == std::string_view::npos) return false;
+    const std::string_view inside = text.substr(1, close - 1);
+    if (std::count(inside.begin(), inside.end(), ':') != 3) return false;
+    pos = close + 2;
+    if (text.substr(pos, 14) == "Caught signal ") return true;
+  }
+  // The logger's source position (%17s:%-4u), right-aligned, opens what is left.
+  while (pos < text.size() && text[pos] == ' ')
+    ++pos;
+  return source_position_end(text, pos) != std::string_view::npos;
+}
+
 bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace place,
                     const ExceptionLine* exc) {
   if (at + len > text.size()) return false;
@@ -238,6 +329,13 @@ bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace pla
       return word_start && word_end && is_slurm_line(text);
     case VocabPlace::kWord:
       return word_start && word_end;
+    case VocabPlace::kHelpLine:
+      // A help text's line opens the log line; a pasted copy may be indented.
+      return text.substr(0, at).find_first_not_of(" \t") == std::string_view::npos;
+    case VocabPlace::kMpiLine:
+      return word_start && word_end && is_mpi_line(text);
+    case VocabPlace::kUcxLine:
+      return word_start && word_end && is_ucx_error_line(text);
   }
   return false;
 }

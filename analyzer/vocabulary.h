@@ -26,6 +26,15 @@ enum class VocabPlace : uint8_t {
   kSlurmLine,         // anywhere in a line a Slurm program printed (`srun: error: ...`,
                       // `slurmstepd: error: ...`, `slurmstepd-node07: error: ...`)
   kWord,              // anywhere, as a whole word (a token long and distinctive enough)
+  kHelpLine,          // at the start of a line: Open MPI, PRRTE and PMIx print their help files'
+                      // lines as they stand (show_help), so a help text's line opens the line
+  kMpiLine,           // anywhere in a line Open MPI's, ORTE's, PRRTE's or PMIx's error log printed
+                      // (`OPAL ERROR: ...`, `[[1234,0],0] ORTE_ERROR_LOG: ...`, `PMIX ERROR: ...`,
+                      // `pml_ucx.c:309  Error: ...`) or in its MPI error handler's `*** ` banner
+  kUcxLine,           // anywhere in a line UCX's logger printed at ERROR or FATAL level
+                      // (`... ib_mlx5_log.c:143  UCX  ERROR ...`) or its fatal-error handler
+                      // printed (`[host:pid:thread:tid] ib_mlx5_log.c:139  ...`, no level); its
+                      // WARN chatter is not read
 };
 
 struct VocabGroup {
@@ -84,6 +93,19 @@ bool parse_exception_line(std::string_view text, ExceptionLine& out);
 // (`srun:`, `slurmstepd:`, `slurmd:`, `salloc:`, `sbatch:`), slurmstepd's name possibly with the
 // node's (`slurmstepd-node07:`, as 23.02 and later print it).
 bool is_slurm_line(std::string_view text);
+
+// Whether `text` is a line Open MPI's, ORTE's, PRRTE's or PMIx's error logging printed: it holds
+// one of their error-log markers (`OPAL ERROR: `, `ORTE_ERROR_LOG: `, `PRTE_ERROR_LOG: `,
+// `PMIX ERROR: `, `PRTE ERROR: `), a source position before `Error: ` (opal_output_verbose's
+// "pml_ucx.c:309  Error: "), or opens with the MPI error handler's `*** ` banner after the
+// `[host:pid] ` prefix.
+bool is_mpi_line(std::string_view text);
+
+// Whether `text` is a line UCX printed as an error: its logger's `UCX`, padded with spaces, then
+// ERROR or FATAL (UCX 1.x prints the component as %-4s and the level as %-5s); or, with no level
+// (any other level rules the line out), the fatal-error handler's `[host:pid:thread:tid] ` prefix
+// or the logger's `file.c:line ` source position opening the line.
+bool is_ucx_error_line(std::string_view text);
 
 // Whether `token`, found at `at` in `text`, stands in `place` there. `exc` is the line's parse
 // when it is an exception line (null otherwise).
