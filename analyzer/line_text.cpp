@@ -112,6 +112,43 @@ std::optional<LineTimestamp> glog_at(std::string_view s, int year) {
   return LineTimestamp{naive_local_to_utc(*v), false};
 }
 
+// Open MPI's and PRRTE's output tag, as mpirun --tag-output and --timestamp-output write it
+// (orte/mca/iof/base/iof_base_output.c, prrte src/mca/iof/base/iof_base_output.c):
+// "[jobid,rank]<stdout>:", after ctime's "Mon Jul  2 19:35:38 2018" when timestamped, or the
+// timestamp alone before "<stderr>:". Returns the tag's length (0: none) and the rank in `rank`.
+size_t mpirun_tag(std::string_view t, int64_t* rank) {
+  size_t i = 0;
+  // ctime(3): "Www Mmm dd hh:mm:ss yyyy", the day padded with a space.
+  if (t.size() > 24 && t[3] == ' ' && t[7] == ' ' && t[10] == ' ' && t[13] == ':' && t[16] == ':' &&
+      t[19] == ' ' && (t[24] == '[' || t[24] == '<') && digits_at(t, 20, 4) >= 0 &&
+      digits_at(t, 14, 2) >= 0)
+    i = 24;
+  size_t j = i;
+  int64_t vpid = -1;
+  if (j < t.size() && t[j] == '[') {
+    size_t k = j + 1;
+    while (k < t.size() && k - j <= 10 && is_digit(t[k]))
+      ++k;
+    if (k == j + 1 || k >= t.size() || t[k] != ',') return 0;
+    size_t m = ++k;
+    int64_t v = 0;
+    while (m < t.size() && m - k < 9 && is_digit(t[m]))
+      v = v * 10 + (t[m++] - '0');
+    if (m == k || m >= t.size() || t[m] != ']') return 0;
+    vpid = v;
+    j = m + 1;
+  } else if (i == 0) {
+    return 0;
+  }
+  for (const std::string_view suffix : {"<stdout>:", "<stderr>:", "<stddiag>:"}) {
+    if (t.substr(j, suffix.size()) == suffix) {
+      if (vpid >= 0) *rank = vpid;
+      return j + suffix.size();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 LineText split_line(std::string_view raw) {
@@ -134,6 +171,14 @@ LineText split_line(std::string_view raw) {
       v = v * 10 + (t[k] - '0');
     if (lt.rank < 0) lt.rank = v;
     t.remove_prefix(j + 2);
+  }
+  // mpirun's output tag (the rank is the tag's own when no srun label came first).
+  if (!t.empty() && (t[0] == '[' || t.size() > 24)) {
+    int64_t v = -1;
+    if (const size_t n = mpirun_tag(t, &v); n > 0) {
+      if (lt.rank < 0) lt.rank = v;
+      t.remove_prefix(n);
+    }
   }
   // PyTorch: "[rank3]:" (the rest often follows without a space).
   if (t.size() > 7 && t.substr(0, 5) == "[rank") {

@@ -37,7 +37,31 @@ TEST(SplitLine, PeelsEveryTaskLabelOfALineLabelledTwice) {
   EXPECT_EQ(lt.text, " x");
 }
 
+// mpirun --tag-output and --timestamp-output, in the forms Open MPI's and PRRTE's
+// iof_base_output.c write them; the first line is ucx#2718's, as published.
+TEST(SplitLine, TakesMpirunsOutputTagOffAndReadsItsRank) {
+  auto lt = split_line(
+      "Mon Jul  2 19:35:38 2018[1,520]<stderr>:[clx-hercules-007:20490:0:20490] Caught signal 11 "
+      "(Segmentation fault: address not mapped to object at address 0xf8)");
+  EXPECT_EQ(lt.rank, 520);
+  EXPECT_EQ(lt.text,
+            "[clx-hercules-007:20490:0:20490] Caught signal 11 (Segmentation fault: address not "
+            "mapped to object at address 0xf8)");
+  lt = split_line("[1,3]<stdout>:test-ib-mpijob:1259:1489 [1] NCCL INFO init.cc:668 -> 2");
+  EXPECT_EQ(lt.rank, 3);
+  EXPECT_EQ(lt.text, "test-ib-mpijob:1259:1489 [1] NCCL INFO init.cc:668 -> 2");
+  lt = split_line("Tue Nov 28 03:19:00 2026<stddiag>:a diagnostic");  // timestamp alone: no rank
+  EXPECT_EQ(lt.rank, -1);
+  EXPECT_EQ(lt.text, "a diagnostic");
+  lt = split_line("0: [1,7]<stderr>:x");  // srun's label is the outer one
+  EXPECT_EQ(lt.rank, 0);
+  EXPECT_EQ(lt.text, "x");
+}
+
 TEST(SplitLine, LeavesLookAlikesAlone) {
+  EXPECT_EQ(split_line("[1,2]<stdin>: not a tag").text, "[1,2]<stdin>: not a tag");
+  EXPECT_EQ(split_line("[2026-11-28 03:19:00] step").text, "[2026-11-28 03:19:00] step");
+  EXPECT_EQ(split_line("Mon Jul  2 19:35:38 2018 no tag").text, "Mon Jul  2 19:35:38 2018 no tag");
   EXPECT_EQ(split_line("12:00:01 no label").rank, -1);
   EXPECT_EQ(split_line("3:x").rank, -1);
   EXPECT_EQ(split_line("[rank]: x").rank, -1);
