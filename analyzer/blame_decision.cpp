@@ -105,6 +105,45 @@ std::optional<BlameVerdict> named_by_vocabulary(const SignatureCatalog& catalog,
   return std::nullopt;
 }
 
+// Whether `path` (a traceback frame's file) is installed Python code: a package under
+// site-packages or dist-packages, the standard library under lib/pythonX (Lib\ on Windows), or
+// frozen or generated code ("<frozen runpy>", "<string>"); anything else is the job's own.
+bool installed_code(std::string_view path) {
+  return path.empty() || path.front() == '<' ||
+         path.find("site-packages") != std::string_view::npos ||
+         path.find("dist-packages") != std::string_view::npos ||
+         path.find("/lib/python") != std::string_view::npos ||
+         path.find("\\Lib\\") != std::string_view::npos ||
+         path.find("\\lib\\python") != std::string_view::npos;
+}
+
+// Whether an exception line's type is a built-in one ("KeyError: 'x'", not
+// "safetensors_rust.SafetensorError: ..."): Python prints other types with their module, and a
+// package's type raised under the job's frame came from the package's compiled code.
+bool builtin_exception(std::string_view line) {
+  const size_t colon = line.find(':');
+  const std::string_view type = line.substr(0, colon);
+  return colon != std::string_view::npos && !type.empty() &&
+         type.find_first_of(". ") == std::string_view::npos;
+}
+
+// An exception the job's own code raised (its traceback's innermost frame is in the job's own
+// file, not in an installed package, and its type is a built-in one) is the user's code; one a
+// package raised says nothing of whose fault it was (a wrong argument, bad data or a bug in the
+// package look the same).
+std::optional<BlameVerdict> raised_by_job_code(const std::vector<Finding>& evidence) {
+  if (evidence.empty()) return std::nullopt;
+  const Finding& f = evidence.back();
+  const std::string path = capture(f, "raised-in");
+  if (path.empty() || installed_code(path) ||
+      !builtin_exception(split_line(strip_ansi(f.text)).text))
+    return std::nullopt;
+  return BlameVerdict{
+      Blame::kUserCode,
+      source_words(f) + ", raised in " + path + " (the job's own code): " + quote(f), false,
+      quote(f)};
+}
+
 // The primary class's trusted node evidence (its kernel-event kinds, seen by a node's kernel or
 // agent during the job), when the class says whose fault that makes it.
 const Finding* kernel_evidence(const std::vector<Finding>& evidence, const std::string& cls) {
@@ -144,6 +183,8 @@ BlameVerdict decide_blame(const Triage& t, const SignatureCatalog& catalog) {
   // vocabulary says of it.
   std::optional<BlameVerdict> by_log = c != nullptr ? refined_by_log(*c, t.evidence) : std::nullopt;
   if (!by_log) by_log = named_by_vocabulary(catalog, t.primary_failure, t.evidence);
+  if (!by_log && c != nullptr && c == catalog.traceback_class())
+    by_log = raised_by_job_code(t.evidence);
   const Blame said = by_log ? *by_log->blame : fallback;
   if (const NodeRow* n = drained_node(t.nodes); n != nullptr && hardware_overrides(said))
     return {Blame::kPlatform, hardware_basis(*n), true, ""};

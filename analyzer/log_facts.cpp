@@ -637,6 +637,17 @@ void FactCollector::on_traceback_window_line(const LineText& lt, int64_t line_no
       const bool continuation = t.empty() || t.front() == ' ' || t.front() == '\t' ||
                                 t.substr(0, 9) == "Traceback" || t.substr(0, 3) == "^^^" ||
                                 t.front() == '~';
+      if (continuation && it->fact_index != SIZE_MAX) {
+        // '  File "train.py", line 3, in <module>': the latest frame is the innermost.
+        const std::string_view frame = skip_spaces(t);
+        constexpr std::string_view kFile = "File \"";
+        if (frame.substr(0, kFile.size()) == kFile) {
+          const std::string_view path = frame.substr(kFile.size());
+          const size_t end = path.find('"');
+          if (end != std::string_view::npos && end > 0)
+            facts_.tracebacks[it->fact_index].raised_in = bounded(path.substr(0, end));
+        }
+      }
       if (!continuation) {
         if (it->fact_index != SIZE_MAX) {
           auto& f = facts_.tracebacks[it->fact_index];

@@ -145,6 +145,9 @@ struct TracebackFact {
   int64_t rank = -1;
   int64_t exception_line = 0;
   std::string exception_text;
+  // The innermost frame's file (the last `File "PATH", line N` line), when the traceback shows one:
+  // where the exception was raised.
+  std::string raised_in;
 };
 
 struct RestoreFacts {

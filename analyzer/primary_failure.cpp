@@ -76,6 +76,7 @@ void add_exception_lines(const std::vector<TracebackFact>& tracebacks, const std
       ex.line = tb.exception_line;
       ex.text = tb.exception_text;
       ex.rank = tb.rank;
+      if (!tb.raised_in.empty()) ex.captures.emplace_back("raised-in", tb.raised_in);
       evidence.push_back(std::move(ex));
     }
   }

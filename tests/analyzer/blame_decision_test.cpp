@@ -58,18 +58,53 @@ TEST(DecideBlame, AJobThatCompletedOrRunsBlamesNobody) {
   EXPECT_EQ(blame_summary(t, decide_blame(t, cat())), "");
 }
 
-TEST(DecideBlame, AnExceptionIsTheUsersCodeOnTheLogsWord) {
+// The exception line that ends a traceback, with the file of its innermost frame.
+Finding raised(int64_t line, const char* text, const std::string& file) {
+  Finding f = log_line(line, text);
+  f.traceback_line = 200;
+  f.captures.emplace_back("raised-in", file);
+  return f;
+}
+
+TEST(DecideBlame, AnExceptionRaisedInTheJobsOwnScriptIsTheUsersCode) {
   Triage t = failed_with("python-exception", "Unhandled Python exception");
   t.evidence = {log_line(200, "Traceback (most recent call last):"),
-                log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'")};
-  t.evidence.back().traceback_line = 200;
+                raised(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+                       "/home/alice/run/train.py")};
   const BlameVerdict v = decide_blame(t, cat());
   ASSERT_TRUE(v.blame);
   EXPECT_EQ(*v.blame, Blame::kUserCode);
   EXPECT_FALSE(v.trusted);
-  EXPECT_EQ(v.basis, "log line 212: TypeError: unsupported operand type(s) for +: 'int' and 'str'");
+  EXPECT_EQ(v.basis,
+            "log line 212, raised in /home/alice/run/train.py (the job's own code): TypeError: "
+            "unsupported operand type(s) for +: 'int' and 'str'");
   EXPECT_EQ(blame_summary(t, v),
             "Your code: TypeError: unsupported operand type(s) for +: 'int' and 'str'.");
+}
+
+// A package raises the same error for a wrong argument, bad data or its own bug: no party. So does
+// a package's own exception type under the job's frame (its compiled code raised it), and a
+// traceback that shows no frame.
+TEST(DecideBlame, AnExceptionRaisedInsideAPackageNamesNoParty) {
+  const std::vector<Finding> cases = {
+      raised(212, "RuntimeError: shape '[4, -1]' is invalid for input of size 6",
+             "/opt/venv/lib/python3.11/site-packages/torch/nn/functional.py"),
+      raised(212, "KeyError: 'input_ids'", "/usr/lib/python3/dist-packages/datasets/arrow.py"),
+      raised(212, "RuntimeError: PytorchStreamReader failed reading zip archive",
+             "C:\\Users\\simon\\anaconda3\\envs\\ldm\\lib\\site-packages\\torch\\serialization.py"),
+      raised(212, "ValueError: not enough values to unpack", "<frozen runpy>"),
+      raised(212, "safetensors_rust.SafetensorError: Error while deserializing header",
+             "/home/alice/run/load.py"),
+      log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'"),
+  };
+  for (const Finding& f : cases) {
+    Triage t = failed_with("python-exception", "Unhandled Python exception");
+    t.evidence = {log_line(200, "Traceback (most recent call last):"), f};
+    const BlameVerdict v = decide_blame(t, cat());
+    ASSERT_TRUE(v.blame);
+    EXPECT_EQ(*v.blame, Blame::kUnknown) << f.text;
+    EXPECT_EQ(blame_summary(t, v).rfind("Whose fault is not clear: ", 0), 0u) << f.text;
+  }
 }
 
 // The class's `blame-when`: a missing file is a path the job was given (a data or config path).

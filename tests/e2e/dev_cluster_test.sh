@@ -32,7 +32,7 @@ topology=$(scontrol show topology 2>&1) || fail "scontrol show topology: $topolo
 # A job that fails on the first node: its analysis ends with the summary in its accounting record.
 home=$state/home/triage-test
 job=$(cd "$home" && runuser -u triage-test -- sbatch --parsable --triage=basic -w "${nodes[0]}" \
-  -o "$home/slurm-%j.out" --wrap 'echo "Traceback (most recent call last):"; echo "ValueError: bad"; exit 3')
+  -o "$home/slurm-%j.out" --wrap 'echo "Traceback (most recent call last):"; echo "  File \"train.py\", line 3, in <module>"; echo "ValueError: bad"; exit 3')
 summary() { sacct -n -X -P -j "$job" -o AdminComment 2>/dev/null | grep -q "triage="; }
 wait_for 90 "triage summary in sacct for job $job" summary
 comment=$(sacct -n -X -P -j "$job" -o AdminComment)
