@@ -7,26 +7,14 @@
 
 #include "analyzer/failure_ranking.h"
 #include "analyzer/signature_examples.h"
+#include "line_reading.h"
 #include "test_support.h"
 
 namespace triage {
 namespace {
 
-// The class the first finding on line `line_no` of `text` belongs to, and the entry that named it.
-struct Read {
-  std::string cls;
-  std::string vocabulary;
-};
-Read read_line(const std::string& text, int64_t line_no) {
-  const ScanResult r = test::scan_text(text);
-  const auto& classes = test::shipped_catalog().classes();
-  for (size_t i = 0; i < r.classes.size(); ++i) {
-    for (const Finding& f : r.classes[i].first) {
-      if (f.line == line_no) return {classes[i].id, f.vocabulary};
-    }
-  }
-  return {};
-}
+using test::Read;
+using test::read_line;
 
 Read read_one(const std::string& line) {
   return read_line(line + "\n", 1);
