@@ -98,33 +98,15 @@ std::optional<double> leading_number(std::string_view s, size_t* used = nullptr)
   return d;
 }
 
-// The usual "171.25" at the start of `s` in thousandths, exactly: at most 15 digits, at most 3
-// of them after the point. False for anything else, which the slower readers take. One pass and
-// no division: every rank's step line and every timer line comes through here.
+// The usual "171.25" at the start of `s` in thousandths, exactly: leading_decimal's form with at
+// most 3 digits after the point. False for anything else, which the slower readers take. No
+// division: every rank's step line and every timer line comes through here.
 bool short_thousandths(std::string_view s, uint64_t* milli) {
-  const char* p = s.data();
-  const char* const all = p + s.size();
-  const char* const end = p + std::min<size_t>(s.size(), 16);  // 16 digits cannot wrap
-  uint64_t v = 0;
-  int digits = 0;
-  while (p < end && static_cast<unsigned>(*p - '0') < 10) {
-    v = v * 10 + static_cast<unsigned>(*p - '0');
-    ++p;
-    ++digits;
-  }
-  int decimals = 0;
-  if (p < end && *p == '.') {
-    ++p;
-    while (p < end && decimals < 4 && static_cast<unsigned>(*p - '0') < 10) {
-      v = v * 10 + static_cast<unsigned>(*p - '0');
-      ++p;
-      ++decimals;
-    }
-    if (decimals == 0) return false;  // "5.": from_chars decides
-  }
-  if (digits + decimals == 0 || digits + decimals > 15 || decimals > 3) return false;
-  if (p < all && (is_digit(*p) || *p == '.')) return false;  // longer, or a second point
-  v *= kPow10Int[3 - decimals];
+  size_t used = 0;
+  const auto d = leading_decimal(s, &used);
+  if (!d || d->decimals > 3) return false;
+  // At most 15 digits, so the product stays far inside 64 bits.
+  const uint64_t v = d->digits * kPow10Int[3 - d->decimals];
   if (v > kMaxRhythmThousandths) return false;
   *milli = v;
   return true;
