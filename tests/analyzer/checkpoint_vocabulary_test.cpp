@@ -6,34 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/vocabulary.h"
+#include "line_reading.h"
 #include "test_support.h"
 
 namespace triage {
 namespace {
 
-// The class of the first finding on line `line_no` of `log`, and the entry that named it.
-struct Read {
-  std::string cls;
-  std::string vocabulary;
-};
-Read read_line(const std::string& log, int64_t line_no) {
-  const ScanResult r = test::scan_text(log);
-  const auto& classes = test::shipped_catalog().classes();
-  for (size_t i = 0; i < r.classes.size(); ++i) {
-    for (const Finding& f : r.classes[i].first) {
-      if (f.line == line_no) return {classes[i].id, f.vocabulary};
-    }
-  }
-  return {};
-}
-
-bool finds_anything(const std::string& log) {
-  const ScanResult r = test::scan_text(log);
-  for (const auto& c : r.classes) {
-    if (c.count > 0) return true;
-  }
-  return false;
-}
+using test::finds_anything;
+using test::Read;
+using test::read_line;
 
 TEST(CheckpointVocabulary, ASafetensorsFileWhoseHeaderIsNotOneIsTheLoadsExceptionNotStorage) {
   // A .safetensors name on a file of another format: the first 8 bytes read as a huge length.

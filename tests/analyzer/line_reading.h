@@ -1,4 +1,4 @@
-// What the shipped catalog reads on one line of a log: the vocabulary tests' common question.
+// What the shipped catalog reads in a log: the vocabulary tests' common questions.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,15 @@ inline Read read_line(const std::string& log, int64_t line_no) {
     }
   }
   return {};
+}
+
+// Whether any line of `log` is a finding of any class.
+inline bool finds_anything(const std::string& log) {
+  const ScanResult r = scan_text(log);
+  for (const auto& c : r.classes) {
+    if (c.count > 0) return true;
+  }
+  return false;
 }
 
 }  // namespace triage::test

@@ -12,17 +12,9 @@
 namespace triage {
 namespace {
 
+using test::finds_anything;
 using test::Read;
 using test::read_line;
-
-// Whether any line of `log` is a finding of any class.
-bool finds_anything(const std::string& log) {
-  const ScanResult r = test::scan_text(log);
-  for (const auto& c : r.classes) {
-    if (c.count > 0) return true;
-  }
-  return false;
-}
 
 // What `slurm-triage analyze` concludes from `log` as a job's whole output.
 nlohmann::json analyze(const std::string& log) {
