@@ -13,6 +13,10 @@ namespace {
 
 constexpr unsigned kHashBits = 16;
 constexpr size_t kBuckets = size_t{1} << kHashBits;
+// The probe table's slots: the top kSlotBits of a hash value.
+constexpr unsigned kSlotBits = 12;
+constexpr unsigned kSlotShift = kHashBits - kSlotBits;
+constexpr size_t kSlots = size_t{1} << kSlotBits;
 constexpr uint32_t kFold = 0x20202020u;  // sets bit 5 of every byte: 'A'..'Z' become 'a'..'z'
 constexpr size_t kGram = 4;
 
@@ -42,12 +46,11 @@ inline uint64_t load8(const char* p) {
 
 // Does text[0, n) lowered equal `lit` (lower-case already)? Eight bytes at a time, the last eight
 // overlapping when n is not a multiple of eight; n >= 8.
-inline bool equals_lowered(const char* text, const std::string& lit) {
-  const size_t n = lit.size();
+inline bool equals_lowered(const char* text, const char* lit, size_t n) {
   for (size_t k = 0; k + 8 < n; k += 8) {
-    if (lower8(load8(text + k)) != load8(lit.data() + k)) return false;
+    if (lower8(load8(text + k)) != load8(lit + k)) return false;
   }
-  return lower8(load8(text + n - 8)) == load8(lit.data() + n - 8);
+  return lower8(load8(text + n - 8)) == load8(lit + n - 8);
 }
 
 inline uint32_t hash_gram(uint32_t folded) {
@@ -86,6 +89,12 @@ void LiteralSearcher::calibrate(std::string_view sample) {
 
 void LiteralSearcher::build(const std::vector<uint32_t>* counts) {
   map_.assign(kBuckets, 0);
+  text_.clear();
+  std::vector<uint32_t> text_at(literals_.size(), 0);
+  for (size_t li = 0; li < literals_.size(); ++li) {
+    text_at[li] = static_cast<uint32_t>(text_.size());
+    text_ += literals_[li];
+  }
   std::vector<std::pair<uint32_t, Probe>> all;  // (hash, probe)
   for (size_t li = 0; li < literals_.size(); ++li) {
     const std::string& lit = literals_[li];
@@ -108,38 +117,39 @@ void LiteralSearcher::build(const std::vector<uint32_t>* counts) {
       const uint32_t h = hash_gram(gram);
       map_[h] = 1;
       all.emplace_back(h, Probe{gram, static_cast<uint32_t>(li), static_cast<uint32_t>(best + k),
-                                static_cast<uint32_t>(lit.size())});
+                                static_cast<uint32_t>(lit.size()), text_at[li]});
     }
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  bucket_start_.assign(kBuckets + 1, 0);
+  slot_start_.assign(kSlots + 1, 0);
   probes_.clear();
   probes_.reserve(all.size());
   for (const auto& [h, probe] : all) {
-    ++bucket_start_[h + 1];
+    ++slot_start_[(h >> kSlotShift) + 1];
     probes_.push_back(probe);
   }
-  for (size_t i = 0; i < kBuckets; ++i)
-    bucket_start_[i + 1] += bucket_start_[i];
+  for (size_t i = 0; i < kSlots; ++i)
+    slot_start_[i + 1] += slot_start_[i];
 }
 
 void LiteralSearcher::verify(const char* base, size_t block_len, size_t pos, uint32_t gram,
                              uint32_t h, size_t accept_end, std::vector<LiteralHit>& hits) const {
-  for (uint32_t i = bucket_start_[h]; i < bucket_start_[h + 1]; ++i) {
+  const uint32_t slot = h >> kSlotShift;
+  for (uint32_t i = slot_start_[slot]; i < slot_start_[slot + 1]; ++i) {
     const Probe& pr = probes_[i];
     if (pr.gram != gram || pr.offset > pos) continue;
     const size_t start = pos - pr.offset;
     if (start >= accept_end || start + pr.length > block_len) continue;
-    const std::string& lit = literals_[pr.literal];
+    const char* lit = text_.data() + pr.text;
     bool equal = false;
-    if (lit.size() >= 8) {
-      equal = equals_lowered(base + start, lit);
+    if (pr.length >= 8) {
+      equal = equals_lowered(base + start, lit, pr.length);
     } else {
       const auto* t = reinterpret_cast<const unsigned char*>(base + start);
       size_t k = 0;
-      while (k < lit.size() && kLowerAscii[t[k]] == static_cast<unsigned char>(lit[k]))
+      while (k < pr.length && kLowerAscii[t[k]] == static_cast<unsigned char>(lit[k]))
         ++k;
-      equal = k == lit.size();
+      equal = k == pr.length;
     }
     if (equal) hits.push_back(LiteralHit{start, pr.literal});
   }

@@ -48,6 +48,7 @@ class LiteralSearcher {
     uint32_t literal = 0;
     uint32_t offset = 0;  // of the 4-gram inside the literal
     uint32_t length = 0;  // of the literal
+    uint32_t text = 0;    // where the literal starts in text_
   };
   void build(const std::vector<uint32_t>* counts);
   void verify(const char* base, size_t block_len, size_t pos, uint32_t gram, uint32_t h,
@@ -57,9 +58,12 @@ class LiteralSearcher {
   size_t stride_ = 1;
   size_t max_length_ = 0;
   std::vector<uint8_t> map_;  // non-zero for hash values some probe has
-  std::vector<uint32_t>
-      bucket_start_;  // probes_[bucket_start_[h] .. bucket_start_[h + 1]) have hash h
+  // probes_[slot_start_[s] .. slot_start_[s + 1]) have hash values h with h >> kSlotShift == s:
+  // a table small enough to stay in cache beside map_, as the literals' bytes in text_ do (a
+  // marked sample is looked up at random; a 256 KiB table of all hash values missed the cache).
+  std::vector<uint32_t> slot_start_;
   std::vector<Probe> probes_;
+  std::string text_;  // every literal, back to back
 };
 
 }  // namespace triage
