@@ -63,6 +63,7 @@ void merge_into(ScanResult& dst, ScanResult&& src) {
     for (auto& f : from.last)
       to.add(std::move(f));
     to.count += uncounted;
+    to.settle();
   }
   dst.bytes_scanned += src.bytes_scanned;
   dst.lines += src.lines;

@@ -4,8 +4,9 @@
 // trusted only from the admin-run cluster Prometheus. analyzer/finding_render.h renders it.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,6 +48,27 @@ struct Finding {
   int64_t effective_line() const {
     return traceback_line > 0 && traceback_line < line ? traceback_line : line;
   }
+
+  // Back to a default Finding, every field, keeping the strings' and vectors' storage: the scanner
+  // refills the same few findings for each of a million repeated matches.
+  void reset() {
+    cls.clear();
+    source.assign("log");
+    line = 0;
+    text.clear();
+    truncated = false;
+    rank = -1;
+    host.clear();
+    time_usec = 0;
+    stage.clear();
+    trusted = false;
+    captures.clear();
+    traceback_line = 0;
+    cause = false;
+    vocabulary.clear();
+    severity.reset();
+    hosts.clear();
+  }
 };
 
 // Every match of one class, bounded: the first and last few in full, and a count. A log with a
@@ -57,16 +79,27 @@ struct ClassMatches {
 
   uint64_t count = 0;
   std::vector<Finding> first;
-  std::deque<Finding> last;  // after `first` is full; at most kKeepLast
+  // After `first` is full; at most kKeepLast, oldest first once settle() ran. While matches are
+  // added it is a ring whose oldest entry is at `oldest`.
+  std::vector<Finding> last;
+  size_t oldest = 0;
 
-  void add(Finding f) {
+  // Counts one more match and returns the finding to fill in for it: a new one while `first` or
+  // `last` has room, else the oldest of `last`, reset (its storage kept).
+  Finding& next() {
     ++count;
-    if (first.size() < kKeepFirst) {
-      first.push_back(std::move(f));
-      return;
-    }
-    last.push_back(std::move(f));
-    if (last.size() > kKeepLast) last.pop_front();
+    if (first.size() < kKeepFirst) return first.emplace_back();
+    if (last.size() < kKeepLast) return last.emplace_back();
+    Finding& f = last[oldest];
+    oldest = (oldest + 1) % last.size();
+    f.reset();
+    return f;
+  }
+  void add(Finding f) { next() = std::move(f); }
+  // Puts `last` in order, oldest first; the scanner calls it when a scan ends.
+  void settle() {
+    std::rotate(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(oldest), last.end());
+    oldest = 0;
   }
   const Finding* earliest() const { return first.empty() ? nullptr : &first.front(); }
   const Finding* latest() const {

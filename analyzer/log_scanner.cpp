@@ -324,7 +324,7 @@ class Scanner {
       return a.rank != b.rank ? a.rank < b.rank : a.pattern < b.pattern;
     });
     const auto& classes = plan_.catalog().classes();
-    std::vector<std::pair<std::string, std::string>> captures;
+    auto& captures = captures_;
     size_t i = 0;
     while (i < candidates_.size()) {
       const uint32_t cls = candidates_[i].cls;
@@ -354,26 +354,26 @@ class Scanner {
       if (excluded) continue;
       const bool by_vocab =
           last_pattern == kVocabPattern || (vocab.rank != UINT32_MAX && vocab.cls == cls);
-      record(cls, lt, ls, le, hb, he, std::move(captures), as_cause,
+      record(cls, lt, ls, le, hb, he, as_cause,
              by_vocab ? &plan_.catalog().vocabulary().entries[vocab.entry] : nullptr);
       return;
     }
   }
 
   void record(uint32_t cls, const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
-              const LiteralHit* he, std::vector<std::pair<std::string, std::string>> captures,
-              bool as_cause, const VocabEntry* named) {
+              const LiteralHit* he, bool as_cause, const VocabEntry* named) {
+    const auto& captures = captures_;
     const SignatureClass& c = plan_.catalog().classes()[cls];
-    Finding f;
+    // Filled in place: for a line repeated a million times the same few findings are reused.
+    Finding& f = out_.classes[cls].next();
     f.cause = as_cause;
-    f.cls = c.id;
-    if (named != nullptr) f.vocabulary = named->id;
-    f.source = opt_.source;
+    f.cls.assign(c.id);
+    if (named != nullptr) f.vocabulary.assign(named->id);
+    f.source.assign(opt_.source);
     f.line = line_no_;
     const size_t len = le - ls;
     if (len <= opt_.evidence_bytes) {
-      f.text =
-          std::string(lt.raw.data() == data_ + ls ? lt.raw : std::string_view(data_ + ls, len));
+      f.text.assign(lt.raw.data() == data_ + ls ? lt.raw : std::string_view(data_ + ls, len));
     } else {
       const size_t first = hb != he ? hb->pos : ls;
       const size_t from =
@@ -384,7 +384,7 @@ class Scanner {
     }
     if (!f.text.empty() && f.text.back() == '\r') f.text.pop_back();
     f.rank = lt.rank;
-    f.stage = c.stage;
+    f.stage.assign(c.stage);
     for (const auto& [name, value] : captures) {
       if (name == "host") {
         f.host = value;
@@ -395,13 +395,12 @@ class Scanner {
       }
     }
     if (f.time_usec == 0) f.time_usec = leading_timestamp_usec(lt.text, year_).value_or(0);
-    f.captures = std::move(captures);
+    f.captures.swap(captures_);  // captures_ takes the old ones' storage for the next line
     if (!c.traceback && opt_.collect_facts) f.traceback_line = facts_.open_traceback(lt.rank);
     if (c.role == ClassRole::kCause && lt.rank >= 0 &&
         out_.first_error_by_rank.size() < kMaxRankErrors) {
       out_.first_error_by_rank.try_emplace(lt.rank, line_no_, cls);
     }
-    out_.classes[cls].add(std::move(f));
   }
 
   const ScanPlan& plan_;
@@ -410,6 +409,7 @@ class Scanner {
   FactCollector facts_;
   int year_;
   std::vector<Candidate> candidates_;
+  std::vector<std::pair<std::string, std::string>> captures_;  // the matching pattern's groups
   const char* data_ = nullptr;
   int64_t line_no_;
 };
@@ -472,6 +472,8 @@ ScanResult scan_log(int fd, const ScanPlan& plan, const ScanOptions& options) {
       read_tail_lines(fd, static_cast<uint64_t>(std::max<off_t>(start, 0)) + out.bytes_scanned,
                       options.first_line - 1 + out.lines, options.tail_lines,
                       options.line_copy_bytes, kMaxTailScan);
+  for (auto& m : out.classes)
+    m.settle();
   out.facts = scanner.facts().take();
   out.seconds = static_cast<double>(monotonic_usec() - t0) / 1e6;
   return out;

@@ -104,6 +104,86 @@ TEST(LogScanner, AFloodOfOneErrorKeepsOnlyTheFirstAndLastInMemory) {
   EXPECT_EQ(m.last.back().line, 200000);
 }
 
+// The last few findings are refilled in place as the flood goes on: after the scan they are the
+// last five in order, and a refilled one keeps nothing of the line it held before (a host or a
+// rank from an earlier line would put the error on the wrong node).
+TEST(LogScanner, TheLastFindingsOfAFloodAreInOrderAndCarryNothingOfEarlierLines) {
+  std::string log;
+  for (int i = 1; i <= 1003; ++i) {
+    if (i % 2 == 1)
+      log += "NODE_EXIT host=gpu-a0" + std::to_string(i % 100) + " exit=137\n";
+    else
+      log += "  7: NODE_EXIT host=gpu-b07 exit=137\n";
+  }
+  const ScanResult r = test::scan_text(log);
+  const auto& m = matches(r, "node-fail");
+  ASSERT_EQ(m.count, 1003u);
+  ASSERT_EQ(m.last.size(), ClassMatches::kKeepLast);
+  for (size_t k = 0; k < m.last.size(); ++k) {
+    const Finding& f = m.last[k];
+    EXPECT_EQ(f.line, static_cast<int64_t>(999 + k));
+    if (f.line % 2 == 1) {
+      EXPECT_EQ(f.host, "gpu-a0" + std::to_string(f.line % 100));
+      EXPECT_EQ(f.rank, -1);
+    } else {
+      EXPECT_EQ(f.host, "gpu-b07");
+      EXPECT_EQ(f.rank, 7);
+    }
+  }
+}
+
+TEST(ClassMatches, AResetFindingIsADefaultOne) {
+  Finding f;
+  f.cls = "oom-gpu";
+  f.source = "rank-3.log";
+  f.line = 12;
+  f.text = "torch.OutOfMemoryError: CUDA out of memory";
+  f.truncated = true;
+  f.rank = 3;
+  f.host = "gpu-a017";
+  f.time_usec = 42;
+  f.stage = "train";
+  f.trusted = true;
+  f.captures = {{"host", "gpu-a017"}};
+  f.traceback_line = 9;
+  f.cause = true;
+  f.vocabulary = "cuda:cudaErrorMemoryAllocation";
+  f.severity = Severity::kWarning;
+  f.hosts = {"gpu-a017"};
+  f.reset();
+  const Finding d;
+  EXPECT_EQ(f.cls, d.cls);
+  EXPECT_EQ(f.source, d.source);
+  EXPECT_EQ(f.line, d.line);
+  EXPECT_EQ(f.text, d.text);
+  EXPECT_EQ(f.truncated, d.truncated);
+  EXPECT_EQ(f.rank, d.rank);
+  EXPECT_EQ(f.host, d.host);
+  EXPECT_EQ(f.time_usec, d.time_usec);
+  EXPECT_EQ(f.stage, d.stage);
+  EXPECT_EQ(f.trusted, d.trusted);
+  EXPECT_EQ(f.captures, d.captures);
+  EXPECT_EQ(f.traceback_line, d.traceback_line);
+  EXPECT_EQ(f.cause, d.cause);
+  EXPECT_EQ(f.vocabulary, d.vocabulary);
+  EXPECT_EQ(f.severity, d.severity);
+  EXPECT_EQ(f.hosts, d.hosts);
+}
+
+TEST(ClassMatches, SettleOrdersTheRingOldestFirstAndKeepsTheFirstFew) {
+  ClassMatches m;
+  for (int64_t line = 1; line <= 17; ++line)
+    m.next().line = line;
+  m.settle();
+  ASSERT_EQ(m.first.size(), ClassMatches::kKeepFirst);
+  EXPECT_EQ(m.first.back().line, 8);
+  ASSERT_EQ(m.last.size(), ClassMatches::kKeepLast);
+  for (size_t k = 0; k < m.last.size(); ++k)
+    EXPECT_EQ(m.last[k].line, static_cast<int64_t>(13 + k));
+  EXPECT_EQ(m.latest()->line, 17);
+  EXPECT_EQ(m.count, 17u);
+}
+
 TEST(LogScanner, KnownHarmlessLinesAreCountedNotReported) {
   const std::string log =
       "0: gpu-a017:2231:2231 [0] NCCL WARN MSCCL++: Feature not enabled\n"
