@@ -131,6 +131,8 @@ AgentConfig map_config(const KvConfig& kv) {
   h.hung_task_drain = count("HungTaskDrainCount");
   h.ras_correctable_degraded = count("CorrectableErrorDegradedCount");
   h.pcie_nonfatal_degraded = count("PcieNonfatalDegradedCount");
+  h.rcu_stall_repeat_drain = count("RcuStallRepeatDrainCount");
+  h.xid31_repeat_degraded = count("Xid31RepeatDegradedCount");
   h.dstate_gpu_reboot = count("DStateGpuRebootCount");
   h.dstate_degraded = count("DStateDegradedCount");
   h.gpu_wchan_markers = comma_list(kv.get("DStateGpuWchan"));
@@ -364,6 +366,10 @@ std::vector<ConfigKeySpec> agent_config_specs() {
           "Correctable GPU RAS errors: degraded (0: off).", 0),
       key("PcieNonfatalDegradedCount", T::kInt, "1",
           "PCIe non-fatal error reports: degraded (0: off).", 0),
+      key("RcuStallRepeatDrainCount", T::kInt, "1",
+          "RCU stall warnings repeated for a still-stalled grace period: drain (0: off).", 0),
+      key("Xid31RepeatDegradedCount", T::kInt, "2",
+          "Bursts of Xid 31 on one GPU (and no other) in the window: degraded (0: off).", 0),
       key("DStateGpuRebootCount", T::kInt, "3",
           "Tasks stuck in D state in GPU driver paths: reboot at the next job boundary (0: off).",
           0),

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "collector/health/rcu_stall_repeats.h"
+#include "collector/health/xid31_repeats.h"
+
 namespace triage::collector {
 
 namespace {
@@ -110,6 +113,8 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
   // The agent's own pile-up events: evidence for the live D-state reason, or reasons of their own
   // when there is no live sample to judge from.
   std::vector<const KernelEvent*> pileups;
+  std::vector<const KernelEvent*> rcu_stalls;
+  std::vector<const KernelEvent*> xids;  // judged together: one Xid 31 is the application's fault
   const int64_t window_start = in.now_usec - policy.window_usec;
 
   if (in.events != nullptr) {
@@ -118,6 +123,7 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
       if (!in.boot_id.empty() && !e.boot_id.empty() && e.boot_id != in.boot_id) continue;
       const int64_t last = std::max(e.last_usec, e.time_usec);
       const bool recent = last == 0 || last >= window_start;
+      if (e.kind == "nvidia-xid" && recent) xids.push_back(&e);
       if (e.action == "none") continue;  // the catalog says this is not the node's fault
       // A port that came back counts no more; if it keeps going down, the flap rule says so.
       if (e.kind == "ib-port-down") {
@@ -170,6 +176,7 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
         // A file system this node cannot reach stalls the jobs placed on it as surely as a
         // failing part does, whoever's fault the outage is.
         f.add(kDegraded, describe(e), e.action.empty() ? "investigate" : e.action, e.id);
+        if (e.kind == "rcu-stall") rcu_stalls.push_back(&e);
       }
       // oom-kill, gpu-page-fault, records-lost: about jobs, not this node.
     }
@@ -182,6 +189,28 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
               "hung task report(s)");
   apply_tally(f, correctable, policy.ras_correctable_degraded, 0, "correctable GPU RAS error(s)");
   apply_tally(f, pcie_nonfatal, policy.pcie_nonfatal_degraded, 0, "PCIe non-fatal error report(s)");
+
+  // An Xid 31 alone is the application's; faults that keep coming back on one GPU, whichever
+  // process runs there, are what NVIDIA's Xid 31 workflow sends to the GPU diagnostics.
+  if (const auto x = repeated_xid31_on_one_gpu(xids, policy.xid31_repeat_degraded)) {
+    const std::string reason = "Xid 31 (GPU memory page fault) in " + std::to_string(x->bursts) +
+                               " separate bursts on GPU " + x->device +
+                               " and no other: run DCGM diagnostics, then field diagnostics";
+    for (const auto& id : x->ids)
+      f.add(kDegraded, reason, "investigate", id);
+  }
+
+  // One stall warning may pass (a slow console, a time jump, a long loop that then ended); the
+  // kernel warning again about the same grace period means it has still not ended several stall
+  // timeouts later, which stallwarn.rst says ends in memory exhaustion and a hang.
+  const std::vector<const KernelEvent*> repeats = repeated_rcu_stalls(rcu_stalls);
+  if (policy.rcu_stall_repeat_drain > 0 && repeats.size() >= policy.rcu_stall_repeat_drain) {
+    const std::string reason = std::to_string(repeats.size()) +
+                               " repeated RCU stall warning(s): a grace period still stalled "
+                               "several stall timeouts after its first warning";
+    for (const KernelEvent* e : repeats)
+      f.add(kDrain, reason, "drain", e->id);
+  }
 
   if (in.dstate != nullptr) {
     uint64_t gpu = 0;

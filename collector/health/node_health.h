@@ -5,9 +5,12 @@
 //   drain-recommended  the node should take no new jobs (uncorrectable errors, fatal PCIe errors,
 //                      a catalog action of drain, a GPU that needs a reset (reset-gpu at error
 //                      severity or worse), repeated resets, D-state pile-up in amdgpu paths
-//                      that only a reboot clears: action reboot-at-job-boundary)
+//                      that only a reboot clears: action reboot-at-job-boundary, an RCU stall
+//                      the kernel warned about again: its grace period is still not ending, see
+//                      rcu_stall_repeats.h)
 //   degraded           worth watching (correctable errors, one reset, stuck sysfs reads, an
-//                      unreachable file system, an InfiniBand port down now, port errors, ...);
+//                      unreachable file system, an InfiniBand port down now, port errors, Xid 31
+//                      repeating on one GPU (xid31_repeats.h), ...);
 //                      the port events' actions come from rules/ib-ports.rules (a flapping
 //                      port: drain)
 //   healthy            nothing of the above
@@ -33,6 +36,8 @@ struct HealthPolicy {
   uint64_t hung_task_drain = 10;                // HungTaskDrainCount
   uint64_t ras_correctable_degraded = 10;       // CorrectableErrorDegradedCount
   uint64_t pcie_nonfatal_degraded = 1;          // PcieNonfatalDegradedCount
+  uint64_t rcu_stall_repeat_drain = 1;          // RcuStallRepeatDrainCount (rcu_stall_repeats.h)
+  uint64_t xid31_repeat_degraded = 2;           // Xid31RepeatDegradedCount (xid31_repeats.h)
   uint64_t dstate_gpu_reboot = 3;               // DStateGpuRebootCount (persistent, amdgpu wchan)
   uint64_t dstate_degraded = 20;                // DStateDegradedCount (persistent, any wchan)
   // DStateGpuWchan: a wchan containing any of these is an amdgpu path.

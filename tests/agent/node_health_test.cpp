@@ -206,5 +206,128 @@ TEST(NodeHealth, ReasonsAreOrderedWorstFirstAndMerged) {
   EXPECT_EQ(v.reasons[1].reason, "12 correctable GPU RAS error(s) in the health window");
 }
 
+// An RCU stall report as the kernel prints it: `jiffies` is its t=, the age of the stalled grace
+// period.
+KernelEvent rcu_stall(const std::string& id, int64_t at, const std::string& jiffies,
+                      const std::string& flavor = "rcu_sched") {
+  KernelEvent e = make_event(id, "rcu-stall", at);
+  e.severity = Severity::kError;
+  e.action = "investigate";
+  e.fields["flavor"] = flavor;
+  e.fields["jiffies"] = jiffies;
+  e.lines = {"INFO: " + flavor + " detected stall on CPU 1 (t=" + jiffies + " jiffies)"};
+  return e;
+}
+
+TEST(NodeHealth, AnRcuGracePeriodTheKernelWarnsAboutAgainRecommendsADrain) {
+  // A storage server: CPU 1 stalls the grace period; the kernel warns at one stall timeout
+  // (t=15000) and, three minutes later with the same grace period still open, again at t=60031.
+  const std::vector<KernelEvent> events = {rcu_stall("s1", kNow - 3 * kHour, "15000"),
+                                           rcu_stall("s2", kNow - 3 * kHour + 180000000, "60031")};
+  const NodeVerdict v = judge(events);
+  EXPECT_EQ(v.verdict, "drain-recommended");
+  ASSERT_FALSE(v.reasons.empty());
+  EXPECT_EQ(v.reasons[0].action, "drain");
+  EXPECT_EQ(v.reasons[0].event_ids, std::vector<std::string>{"s2"});
+  EXPECT_NE(v.reasons[0].reason.find("repeated RCU stall warning"), std::string::npos);
+}
+
+TEST(NodeHealth, RcuStallsThatEachEndAtTheirFirstWarningOnlyDegrade) {
+  // Stalls on three CPUs hours apart, each reported once at one stall timeout: every grace period
+  // ended after its first warning.
+  const std::vector<KernelEvent> events = {rcu_stall("a", kNow - 5 * kHour, "15000"),
+                                           rcu_stall("b", kNow - 3 * kHour, "15002"),
+                                           rcu_stall("c", kNow - kHour, "15000")};
+  EXPECT_EQ(judge(events).verdict, "degraded");
+  // A single long report with nothing to compare it with is a first warning as far as we know.
+  EXPECT_EQ(judge({rcu_stall("d", kNow - kHour, "105060")}).verdict, "degraded");
+}
+
+TEST(NodeHealth, AnRcuStallTheKernelDoubtsOrOfAnotherFlavorIsNoRepeat) {
+  // After a live migration the clock jumps: the kernel marks the report "(false positive?)".
+  KernelEvent doubted = rcu_stall("m2", kNow - kHour, "60000");
+  doubted.lines.push_back(
+      "rcu: \t0-...!: (0 ticks this GP) idle=5fc/0/0x0 fqs=0  (false positive?)");
+  EXPECT_EQ(judge({rcu_stall("m1", kNow - 2 * kHour, "5250"), doubted}).verdict, "degraded");
+  // rcu_bh and rcu_sched each have their own grace periods: one's long report is not the other's
+  // repeat.
+  EXPECT_EQ(judge({rcu_stall("f1", kNow - 2 * kHour, "2100", "rcu_sched"),
+                   rcu_stall("f2", kNow - kHour, "21000", "rcu_bh")})
+                .verdict,
+            "degraded");
+}
+
+TEST(NodeHealth, TheRcuRepeatRuleCanBeTurnedOff) {
+  HealthPolicy off;
+  off.rcu_stall_repeat_drain = 0;
+  const std::vector<KernelEvent> events = {rcu_stall("s1", kNow - 2 * kHour, "21000"),
+                                           rcu_stall("s2", kNow - kHour, "84003")};
+  EXPECT_EQ(judge(events, nullptr, 0, off).verdict, "degraded");
+  EXPECT_EQ(judge(events).verdict, "drain-recommended");
+}
+
+// An Xid as the driver logs it for a process on the GPU at `device`; the catalog's action for
+// Xid 31 and 43 is none (the application's fault).
+KernelEvent xid_on(int code, const std::string& device, int64_t at, const std::string& id) {
+  KernelEvent e = xid(code, "none", id);
+  e.device = device;
+  e.time_usec = e.last_usec = at;
+  return e;
+}
+
+TEST(NodeHealth, Xid31FaultsComingBackOnOneGpuFromProcessAfterProcessDegradeTheNode) {
+  // Three processes, each killed by an MMU fault on GPU db:00 within the hour; no other GPU faults.
+  const std::vector<KernelEvent> events = {
+      xid_on(31, "0000:db:00", kNow - 3 * kHour, "x1"),
+      xid_on(31, "0000:db:00", kNow - 3 * kHour + 1366LL * 1000000, "x2"),
+      xid_on(31, "0000:db:00", kNow - 3 * kHour + 3014LL * 1000000, "x3")};
+  const NodeVerdict v = judge(events);
+  EXPECT_EQ(v.verdict, "degraded");
+  ASSERT_EQ(v.reasons.size(), 1u);
+  EXPECT_EQ(v.reasons[0].action, "investigate");
+  EXPECT_EQ(v.reasons[0].event_ids, (std::vector<std::string>{"x1", "x2", "x3"}));
+  EXPECT_NE(v.reasons[0].reason.find("3 separate bursts on GPU 0000:db:00"), std::string::npos);
+}
+
+TEST(NodeHealth, AnXid31BurstOrFaultsSpreadOverGpusAreTheApplications) {
+  // One process faulting: a single Xid 31.
+  EXPECT_EQ(judge({xid_on(31, "0000:db:00", kNow - kHour, "solo")}).verdict, "healthy");
+  // One fault printed as a burst of lines a minute apart is still one burst.
+  EXPECT_EQ(judge({xid_on(31, "0000:db:00", kNow - kHour, "b1"),
+                   xid_on(31, "0000:db:00", kNow - kHour + 60LL * 1000000, "b2")})
+                .verdict,
+            "healthy");
+  // The same job faulting on two GPUs, twice: the application, not a GPU.
+  EXPECT_EQ(judge({xid_on(31, "0000:3d:00", kNow - 2 * kHour, "d1"),
+                   xid_on(31, "0000:db:00", kNow - 2 * kHour, "d2"),
+                   xid_on(31, "0000:3d:00", kNow - kHour, "d3"),
+                   xid_on(31, "0000:db:00", kNow - kHour, "d4")})
+                .verdict,
+            "healthy");
+  // Repeats a day apart fall out of the health window one by one.
+  EXPECT_EQ(judge({xid_on(31, "0000:db:00", kNow - 30 * kHour, "old"),
+                   xid_on(31, "0000:db:00", kNow - kHour, "new")})
+                .verdict,
+            "healthy");
+}
+
+TEST(NodeHealth, Xid43RecurringOnOneGpuAcrossProcessesLeavesItHealthy) {
+  // NVIDIA's catalog: after Xid 43 "the GPU remains in a healthy state"; it names no count that
+  // would say otherwise, so four processes stopped on one GPU within hours are four applications.
+  std::vector<KernelEvent> events;
+  for (int i = 0; i < 4; ++i)
+    events.push_back(xid_on(43, "0000:3d:00", kNow - (4 - i) * kHour, "s" + std::to_string(i)));
+  EXPECT_EQ(judge(events).verdict, "healthy");
+}
+
+TEST(NodeHealth, TheXid31RepeatRuleCanBeTurnedOff) {
+  HealthPolicy off;
+  off.xid31_repeat_degraded = 0;
+  const std::vector<KernelEvent> events = {xid_on(31, "0000:db:00", kNow - 2 * kHour, "x1"),
+                                           xid_on(31, "0000:db:00", kNow - kHour, "x2")};
+  EXPECT_EQ(judge(events, nullptr, 0, off).verdict, "healthy");
+  EXPECT_EQ(judge(events).verdict, "degraded");
+}
+
 }  // namespace
 }  // namespace triage::collector

@@ -528,8 +528,34 @@ TEST_P(KernelEventFixtures, RcuStall) {
        "investigate",
        [](const KernelEvent& e) {
          EXPECT_EQ(e.fields.at("flavor"), "rcu_sched");
+         EXPECT_EQ(e.fields.at("jiffies"), "60002");
          EXPECT_EQ(e.lines.size(), 5U);
        }});
+}
+
+TEST_P(KernelEventFixtures, RcuStallInTheOldOneLineWordingCarriesTheGracePeriodAge) {
+  expect_one({"an RCU stall as 3.x kernels print it, t= on the first line",
+              {"INFO: rcu_sched_state detected stall on CPU 1 (t=60031 jiffies)"},
+              "rcu-stall",
+              Severity::kError,
+              "investigate",
+              [](const KernelEvent& e) {
+                EXPECT_EQ(e.fields.at("flavor"), "rcu_sched_state");
+                EXPECT_EQ(e.fields.at("jiffies"), "60031");
+              }});
+}
+
+TEST_P(KernelEventFixtures, RepeatedRcuStallReportsStayApart) {
+  // The same CPU, the same wording: the second report is the kernel warning again about the same
+  // grace period, so it must keep its own t= rather than fold into the first.
+  const auto events =
+      classify_text(render({"INFO: rcu_sched_state detected stall on CPU 1 (t=15000 jiffies)",
+                            "INFO: rcu_sched_state detected stall on CPU 1 (t=60031 jiffies)"},
+                           GetParam()));
+  const auto stalls = of_kind(events, "rcu-stall");
+  ASSERT_EQ(stalls.size(), 2U);
+  EXPECT_EQ(stalls[0]->fields.at("jiffies"), "15000");
+  EXPECT_EQ(stalls[1]->fields.at("jiffies"), "60031");
 }
 
 TEST_P(KernelEventFixtures, UncorrectedMachineCheck) {
