@@ -149,6 +149,33 @@ size_t mpirun_tag(std::string_view t, int64_t* rank) {
   return 0;
 }
 
+// Ray's driver prints each line a worker, task or actor wrote behind its origin
+// (python/ray/_private/worker.py, print_worker_logs, Ray 2.x): "(pid=4711) ", "(Trainer pid=4711) "
+// for an actor or task, with ", ip=10.0.0.7" when the worker runs on another node. Returns the
+// prefix's length with the space after it (0: none). Only the shape with "pid=" counts: the
+// raylet's and the autoscaler's own "(raylet) " lines carry no worker output.
+size_t ray_worker_prefix(std::string_view t) {
+  constexpr size_t kMaxPrefix = 200;  // an actor's name, its pid and its node's address
+  if (t.size() < 8 || t.front() != '(') return 0;
+  const size_t close = t.substr(0, kMaxPrefix).find(") ");
+  if (close == std::string_view::npos) return 0;
+  const std::string_view inside = t.substr(1, close - 1);
+  size_t pid = inside.rfind("pid=");
+  if (pid == std::string_view::npos || (pid > 0 && inside[pid - 1] != ' ') ||
+      inside.substr(0, pid).find_first_of("()") != std::string_view::npos)
+    return 0;
+  size_t d = pid + 4;
+  const size_t digits = d;
+  while (d < inside.size() && is_digit(inside[d]))
+    ++d;
+  if (d == digits) return 0;
+  const std::string_view rest = inside.substr(d);
+  if (!rest.empty() &&
+      (rest.substr(0, 5) != ", ip=" || rest.find(' ', 5) != std::string_view::npos))
+    return 0;
+  return close + 2;
+}
+
 }  // namespace
 
 LineText split_line(std::string_view raw) {
@@ -180,7 +207,13 @@ LineText split_line(std::string_view raw) {
       t.remove_prefix(n);
     }
   }
-  // PyTorch: "[rank3]:" (the rest often follows without a space).
+  // A Ray worker's line as the driver relays it (the worker may be a torch rank, so this comes
+  // first).
+  t.remove_prefix(ray_worker_prefix(t));
+  // PyTorch: "[rank3]:" before a C++ log line ("[rank3]:[E1121 ..."), "[rank3]: " before a line
+  // Python printed, so that a traceback keeps its own indentation after the one space: its frames
+  // ("[rank3]:   File ...") stay indented and its exception line ("[rank3]: RuntimeError: ...")
+  // opens the text.
   if (t.size() > 7 && t.substr(0, 5) == "[rank") {
     size_t k = 5;
     int64_t v = 0;
@@ -189,6 +222,7 @@ LineText split_line(std::string_view raw) {
     if (k > 5 && k + 1 < t.size() && t[k] == ']' && t[k + 1] == ':') {
       if (lt.rank < 0) lt.rank = v;
       t.remove_prefix(k + 2);
+      if (!t.empty() && t.front() == ' ') t.remove_prefix(1);
     }
   }
   lt.text = t;

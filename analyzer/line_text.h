@@ -1,7 +1,8 @@
 // What a log line looks like under its decorations: the `srun -l` task labels ("  3: ", repeated
-// when a labelled line is relabelled by an outer srun or a wrapper), PyTorch's
-// "[rank3]:" prefix, and a leading timestamp in the shapes training jobs print (ISO 8601 / Python
-// logging, absl/glog "I1121 12:00:01.123456", each optionally in brackets).
+// when a labelled line is relabelled by an outer srun or a wrapper), Ray's worker prefix
+// ("(Trainer pid=4711, ip=10.0.0.7) "), PyTorch's "[rank3]:" prefix, and a leading timestamp in the
+// shapes training jobs print (ISO 8601 / Python logging, absl/glog "I1121 12:00:01.123456", each
+// optionally in brackets).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace triage {
 
 struct LineText {
   std::string_view raw;   // the whole line without its line break (and without a trailing CR)
-  std::string_view text;  // raw minus the task label and the [rankN]: prefix
+  std::string_view text;  // raw minus the task labels, Ray's worker prefix and the [rankN]: prefix
   int64_t rank = -1;      // srun task label, else the [rankN]: number, else -1
 };
 

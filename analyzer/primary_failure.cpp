@@ -61,16 +61,24 @@ void add_matched_lines(const ClassMatches& m, const Finding& first, const std::s
   }
 }
 
-// A traceback's own last line says what was raised.
+// A traceback's own last line says what was raised, and its innermost frame where.
 void add_exception_lines(const std::vector<TracebackFact>& tracebacks, const std::string& class_id,
                          std::vector<Finding>& evidence) {
   for (const auto& tb : tracebacks) {
     const bool ours = std::any_of(evidence.begin(), evidence.end(), [&](const Finding& e) {
       return e.source == "log" && (e.line == tb.start_line || e.traceback_line == tb.start_line);
     });
-    if (ours && tb.exception_line > 0 &&
-        std::none_of(evidence.begin(), evidence.end(),
-                     [&](const Finding& e) { return e.line == tb.exception_line; })) {
+    if (!ours || tb.exception_line <= 0) continue;
+    const auto own = std::find_if(evidence.begin(), evidence.end(),
+                                  [&](const Finding& e) { return e.line == tb.exception_line; });
+    if (own != evidence.end()) {
+      if (own->source != "log") continue;
+      // The exception line is a finding of its own (its type is in a vocabulary): it still says
+      // where the exception was raised.
+      const bool has = std::any_of(own->captures.begin(), own->captures.end(),
+                                   [](const auto& c) { return c.first == "raised-in"; });
+      if (!has && !tb.raised_in.empty()) own->captures.emplace_back("raised-in", tb.raised_in);
+    } else {
       Finding ex;
       ex.cls = class_id;
       ex.line = tb.exception_line;

@@ -12,6 +12,15 @@ bool is_ident(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Whether a type's name says it is an exception class ("ValueError", "CustomException").
+bool names_exception(std::string_view type) {
+  return (type.size() > 5 && ends_with(type, "Error")) || ends_with(type, "Exception");
+}
+
 std::optional<VocabPlace> parse_place(std::string_view v) {
   if (v == "exception-type") return VocabPlace::kExceptionType;
   if (v == "exception-message") return VocabPlace::kExceptionMessage;
@@ -176,13 +185,19 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
 }
 
 bool parse_exception_line(std::string_view text, ExceptionLine& out) {
-  size_t i = 0;
-  size_t last = 0;  // start of the current dotted component
+  // A line quoted as it was pasted ("`RuntimeError: ...`" in a bug report, a message wrapped in
+  // quotes by a logger) is still the exception line: the opening marks are not part of the type.
+  size_t start = 0;
+  while (start < text.size() && start < 3 &&
+         (text[start] == '`' || text[start] == '"' || text[start] == '\''))
+    ++start;
+  size_t i = start;
+  size_t last = start;  // start of the current dotted component
   while (i < text.size() && (is_ident(text[i]) || text[i] == '.')) {
     if (text[i] == '.') last = i + 1;
     ++i;
   }
-  if (i == 0 || last >= i) return false;
+  if (i == start || last >= i) return false;
   const std::string_view type = text.substr(last, i - last);
   if (!(type.front() >= 'A' && type.front() <= 'Z')) return false;
   // A type name, not a shouted word ("ERROR:", "WARNING:"): it has a lower-case letter.
@@ -192,14 +207,19 @@ bool parse_exception_line(std::string_view text, ExceptionLine& out) {
   if (i < text.size()) {
     if (text[i] != ':') return false;
     msg = i + 1;
-    if (msg < text.size() && text[msg] != ' ') return false;
+    // Python prints ": " after the type; a message raised or logged as "ValueError:text" lacks
+    // the space. Without it only a name that says it is an exception counts (PEP 8: exception
+    // names end in "Error"; the hierarchy's roots are "Exception" and "BaseException"), so
+    // "Epoch:3" or "Note:x" stay prose.
+    if (msg < text.size() && text[msg] != ' ' && !names_exception(type)) return false;
     while (msg < text.size() && text[msg] == ' ')
       ++msg;
   }
-  out.module = last > 0 ? text.substr(0, last - 1) : std::string_view();
+  out.module = last > start ? text.substr(start, last - 1 - start) : std::string_view();
   out.type = type;
   out.message = text.substr(msg);
   out.message_at = msg;
+  out.at = start;
   return true;
 }
 
@@ -316,7 +336,8 @@ bool token_in_place(std::string_view text, size_t at, size_t len, VocabPlace pla
       // The type's name, or the type with (the tail of) its module path: the token ends where the
       // type does and starts at a component boundary.
       return exc != nullptr && text.data() + at + len == exc->type.data() + exc->type.size() &&
-             text.data() + at <= exc->type.data() && (at == 0 || text[at - 1] == '.');
+             text.data() + at <= exc->type.data() && at >= exc->at &&
+             (at == exc->at || text[at - 1] == '.');
     case VocabPlace::kExceptionMessage:
       return exc != nullptr && at >= exc->message_at && word_start && word_end;
     case VocabPlace::kStatus:

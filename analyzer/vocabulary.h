@@ -80,12 +80,15 @@ Vocabulary load_vocabulary(const std::vector<RuleSection>& sections,
                            std::vector<InputError>& errors);
 
 // A Python exception line: `[pkg.mod.]TypeName: message` (or the bare type name), the type's last
-// component starting with a capital letter. Views into the line.
+// component starting with a capital letter, possibly after the opening quote marks of a pasted
+// copy (`` `RuntimeError: ...` ``). "TypeName:message" without the space counts when the name
+// ends in Error or Exception. Views into the line.
 struct ExceptionLine {
   std::string_view module;  // "torch.distributed" (empty for a builtin)
   std::string_view type;    // "DistNetworkError"
   std::string_view message;
   size_t message_at = 0;  // offset of the message in the line
+  size_t at = 0;          // offset of the module path (or the type) in the line
 };
 bool parse_exception_line(std::string_view text, ExceptionLine& out);
 

@@ -52,6 +52,64 @@ TEST(CheckpointVocabulary, ATorchSaveWhoseZipWriterLostItsPlaceIsAStorageError) 
   EXPECT_EQ(r.vocabulary, "torch.PytorchStreamWriter-unexpected-pos");
 }
 
+// torch.save's writer failing, under the prefixes a distributed run prints it with: torch's own
+// "[rank0]: " (the traceback reader must see the exception line under it) and a Ray actor's.
+TEST(CheckpointVocabulary, ATorchSaveThatCouldNotWriteIsAStorageErrorUnderAnyPrefix) {
+  const std::string traceback =
+      "[rank0]: Traceback (most recent call last):\n"
+      "[rank0]:   File \"/opt/conda/lib/python3.10/site-packages/torch/serialization.py\", line "
+      "866, in _save\n"
+      "[rank0]:     zip_file.write_record('data.pkl', data_value, len(data_value))\n"
+      "[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter "
+      "failed writing file data.pkl: file write failed\n";
+  const Read r = read_line(traceback, 4);
+  EXPECT_EQ(r.cls, "storage-error");
+  EXPECT_EQ(r.vocabulary, "torch.PytorchStreamWriter-write-failed");
+
+  const Read ray = read_line(
+      "(ActorModelRayActorBOX pid=499400)     zip_file.write_record(name, storage, num_bytes)\n"
+      "(ActorModelRayActorBOX pid=499400) RuntimeError: [enforce fail at inline_container.cc:778] "
+      ". PytorchStreamWriter failed writing file data/0: file write failed\n",
+      2);
+  EXPECT_EQ(ray.cls, "storage-error");
+  EXPECT_EQ(ray.vocabulary, "torch.PytorchStreamWriter-write-failed");
+}
+
+TEST(CheckpointVocabulary, TheWritersNameInAProgressLineIsNotAFinding) {
+  EXPECT_FALSE(finds_anything(
+      "[rank0]: INFO saving with PytorchStreamWriter failed writing file count = 0\n"
+      "(Trainer pid=12) checkpoint saved; PytorchStreamWriter failed writing file: no\n"));
+}
+
+TEST(CheckpointVocabulary, ATorch7DiskFileShortWriteIsAStorageError) {
+  // torch7 lib/TH/THDiskFile.c: fwrite came back short; luajit prints THError's message.
+  const Read r = read_line(
+      "saving checkpoint to cv/lm_lstm_epoch0.10_1.2833.t7\n"
+      "/home/u/torch/install/bin/luajit: /home/u/torch/install/share/lua/5.1/torch/File.lua:210: "
+      "write error: wrote 39776036 blocks instead of 41251350 at "
+      "/tmp/luarocks_torch-scm-1-1419/torch7/lib/TH/THDiskFile.c:340\n",
+      2);
+  EXPECT_EQ(r.cls, "storage-error");
+}
+
+TEST(CheckpointVocabulary, ATorch7ShortReadIsNotAWriteFailure) {
+  // A short read is a truncated file, not a file system that refused a write.
+  EXPECT_NE(read_line("luajit: File.lua:351: read error: read 0 blocks instead of 1 at "
+                      "torch7/lib/TH/THDiskFile.c:310\n",
+                      1)
+                .cls,
+            "storage-error");
+}
+
+TEST(CheckpointVocabulary, ATruncatedCheckpointQuotedInCodeMarksIsTheLoadsException) {
+  // The type (python.RuntimeError) and the message (torch.unexpected-eof-corrupted) both name
+  // the class; the line is read as an exception line despite the opening mark.
+  const Read r = read_line(
+      "`RuntimeError: unexpected EOF, expected 8 more bytes. The file might be corrupted.`\n", 1);
+  EXPECT_EQ(r.cls, "python-exception");
+  EXPECT_FALSE(r.vocabulary.empty());
+}
+
 TEST(CheckpointVocabulary, UnexpectedPosOutsideAnExceptionIsNotAFinding) {
   EXPECT_FALSE(finds_anything("reader: unexpected pos in stream, seeking back\n"));
 }

@@ -24,7 +24,47 @@ TEST(SplitLine, TakesThePyTorchRankPrefixOff) {
   // With both, the srun label names the task.
   lt = split_line("1: [rank9]: Traceback (most recent call last):");
   EXPECT_EQ(lt.rank, 1);
-  EXPECT_EQ(lt.text, " Traceback (most recent call last):");
+  EXPECT_EQ(lt.text, "Traceback (most recent call last):");
+}
+
+// torch writes "[rankN]: " before each line Python printed: the one space is the prefix's, so a
+// traceback's exception line opens the text and its frames keep Python's own two-space indent.
+TEST(SplitLine, APythonLineUnderTheRankPrefixKeepsItsOwnIndentation) {
+  EXPECT_EQ(split_line("[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . "
+                       "PytorchStreamWriter failed writing file data.pkl: file write failed")
+                .text,
+            "RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed "
+            "writing file data.pkl: file write failed");
+  EXPECT_EQ(split_line("[rank0]:   File \"/opt/conda/lib/python3.10/site-packages/torch/"
+                       "serialization.py\", line 652, in save")
+                .text,
+            "  File \"/opt/conda/lib/python3.10/site-packages/torch/serialization.py\", line 652, "
+            "in save");
+}
+
+// Ray's driver relays a worker's lines behind "(Name pid=N) " or "(Name pid=N, ip=A) "
+// (python/ray/_private/worker.py, print_worker_logs).
+TEST(SplitLine, TakesRaysWorkerPrefixOff) {
+  auto lt = split_line(
+      "(ActorModelRayActorBOX pid=499400) RuntimeError: [enforce fail at inline_container.cc:778] "
+      ". PytorchStreamWriter failed writing file data/0: file write failed");
+  EXPECT_EQ(lt.rank, -1);
+  EXPECT_EQ(lt.text,
+            "RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed "
+            "writing file data/0: file write failed");
+  EXPECT_EQ(split_line("(pid=4711) Traceback (most recent call last):").text,
+            "Traceback (most recent call last):");
+  EXPECT_EQ(split_line("(RayTrainWorker pid=48213, ip=10.1.0.18) [rank3]:   File \"t.py\"").text,
+            "  File \"t.py\"");
+  EXPECT_EQ(split_line("(RayTrainWorker pid=48213, ip=10.1.0.18) [rank3]: x").rank, 3);
+}
+
+TEST(SplitLine, ParenthesesThatAreNotRaysPrefixStay) {
+  for (const char* line :
+       {"(raylet) Starting agent process", "(1/3) loading shards", "(pid=abc) not a pid",
+        "(Trainer pid=12,ip=1.2.3.4) wrong separator", "(see pid=12 for details)no space after"}) {
+    EXPECT_EQ(split_line(line).text, line) << line;
+  }
 }
 
 TEST(SplitLine, PeelsEveryTaskLabelOfALineLabelledTwice) {
@@ -34,7 +74,7 @@ TEST(SplitLine, PeelsEveryTaskLabelOfALineLabelledTwice) {
   EXPECT_EQ(lt.text, "[2026-11-28 03:19:00] completed step: 10, seconds: 0.100");
   lt = split_line("  3:  7: [rank7]: x");
   EXPECT_EQ(lt.rank, 3);  // the outer label is the task srun launched
-  EXPECT_EQ(lt.text, " x");
+  EXPECT_EQ(lt.text, "x");
 }
 
 // mpirun --tag-output and --timestamp-output, in the forms Open MPI's and PRRTE's

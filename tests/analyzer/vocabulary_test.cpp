@@ -40,6 +40,31 @@ TEST(ExceptionLine, ShoutedLevelsAndProseAreNotExceptions) {
   EXPECT_FALSE(parse_exception_line("http://host:80 refused", e));
 }
 
+TEST(ExceptionLine, AnExceptionPastedInQuoteMarksIsStillOne) {
+  // As a bug report quotes it, inside inline code marks.
+  ExceptionLine e;
+  const std::string_view line =
+      "`RuntimeError: unexpected EOF, expected 8 more bytes. The file might be corrupted.`";
+  ASSERT_TRUE(parse_exception_line(line, e));
+  EXPECT_EQ(e.type, "RuntimeError");
+  EXPECT_EQ(e.at, 1u);
+  EXPECT_EQ(e.message.substr(0, 14), "unexpected EOF");
+}
+
+TEST(ExceptionLine, AnErrorRaisedWithoutTheSpaceAfterItsColonIsStillOne) {
+  ExceptionLine e;
+  ASSERT_TRUE(parse_exception_line("ValueError:Network outputs is NAN! Stop Training", e));
+  EXPECT_EQ(e.type, "ValueError");
+  EXPECT_EQ(e.message, "Network outputs is NAN! Stop Training");
+  ASSERT_TRUE(parse_exception_line("mylib.TrainingException:diverged", e));
+  EXPECT_EQ(e.type, "TrainingException");
+  // Without the space only a name that says it is an exception counts: step lines and notes are
+  // written "Name:value" too.
+  EXPECT_FALSE(parse_exception_line("Epoch:3 Loss:0.512", e));
+  EXPECT_FALSE(parse_exception_line("Note:the run resumes from step 100", e));
+  EXPECT_FALSE(parse_exception_line("Error:5", e));
+}
+
 TEST(Errno, TcpStoresBareStrerrorTextIsAPortThatIsTaken) {
   const Read r = read_one("RuntimeError: Address already in use");
   EXPECT_EQ(r.cls, "port-fail");
@@ -193,8 +218,39 @@ TEST(HuggingFace, TheTypeNamesAMissingModelWhateverItsMessage) {
       "Error. (Request ID: Root=1-65a0)");
   EXPECT_EQ(r.cls, "model-not-found");
   EXPECT_EQ(r.vocabulary, "huggingface.RepositoryNotFoundError");
-  // The name inside another exception's message is not the type.
-  EXPECT_EQ(read_one("ValueError: expected RepositoryNotFoundError to be raised").cls, "");
+  // The name inside another exception's message is not the type: the line is the ValueError.
+  const Read v = read_one("ValueError: expected RepositoryNotFoundError to be raised");
+  EXPECT_EQ(v.cls, "python-exception");
+  EXPECT_EQ(v.vocabulary, "python.ValueError");
+}
+
+// Python's built-in exceptions name python-exception where no traceback stands before the line.
+TEST(PythonBuiltins, ABuiltinExceptionLineIsAnExceptionWithoutItsTraceback) {
+  const Read r = read_one("ValueError:Network outputs is NAN! Stop Training");
+  EXPECT_EQ(r.cls, "python-exception");
+  EXPECT_EQ(r.vocabulary, "python.ValueError");
+  EXPECT_EQ(read_one("[rank2]: FloatingPointError: Loss became infinite or NaN at iteration=166!")
+                .vocabulary,
+            "python.FloatingPointError");
+}
+
+TEST(PythonBuiltins, AWarningThatNamesAnExceptionInProseIsNoFinding) {
+  EXPECT_EQ(read_one("/site-packages/torch/nn/modules/module.py:1160: UserWarning: passing a "
+                     "tensor of this shape will raise a ValueError in a future release")
+                .cls,
+            "");
+  EXPECT_EQ(read_one("WARNING: caught ValueError: bad header in shard 12, skipping it").cls, "");
+  // The name as part of a longer one, or as a module path's component, is not the type.
+  EXPECT_EQ(read_one("MyValueError: x").cls, "");
+  EXPECT_EQ(read_one("ValueErrorCount: 0").cls, "");
+}
+
+TEST(PythonBuiltins, AMoreSpecificClassOnTheSameLineStillWins) {
+  // dataloader-fail's pattern, on a RuntimeError line: the generic class does not take it.
+  EXPECT_EQ(
+      read_one("RuntimeError: DataLoader worker (pid(s) 12048, 7612) exited unexpectedly").cls,
+      "dataloader-fail");
+  EXPECT_EQ(read_one("RuntimeError: Address already in use").cls, "port-fail");
 }
 
 // A chained traceback: the hub's error is the cause, the OSError transformers raised from it the
