@@ -315,6 +315,7 @@ TEST(NodeHealth, Xid43RecurringOnOneGpuAcrossProcessesLeavesItHealthy) {
   // NVIDIA's catalog: after Xid 43 "the GPU remains in a healthy state"; it names no count that
   // would say otherwise, so four processes stopped on one GPU within hours are four applications.
   std::vector<KernelEvent> events;
+  events.reserve(4);
   for (int i = 0; i < 4; ++i)
     events.push_back(xid_on(43, "0000:3d:00", kNow - (4 - i) * kHour, "s" + std::to_string(i)));
   EXPECT_EQ(judge(events).verdict, "healthy");
