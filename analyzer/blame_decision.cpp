@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "analyzer/line_text.h"
+#include "analyzer/vocabulary.h"
 #include "common/text.h"
 
 namespace triage {
@@ -120,11 +121,13 @@ bool installed_code(std::string_view path) {
 // Whether an exception line's type is a built-in one ("KeyError: 'x'", not
 // "safetensors_rust.SafetensorError: ..."): Python prints other types with their module, and a
 // package's type raised under the job's frame came from the package's compiled code.
+// A bare type with no message ("KeyboardInterrupt") is not taken: the interrupt or the stop came
+// from outside whichever frame it was raised in.
 bool builtin_exception(std::string_view line) {
-  const size_t colon = line.find(':');
-  const std::string_view type = line.substr(0, colon);
-  return colon != std::string_view::npos && !type.empty() &&
-         type.find_first_of(". ") == std::string_view::npos;
+  ExceptionLine exc;
+  if (!parse_exception_line(line, exc) || !exc.module.empty()) return false;
+  const size_t after = exc.at + exc.type.size();
+  return after < line.size() && line[after] == ':';
 }
 
 // An exception the job's own code raised (its traceback's innermost frame is in the job's own

@@ -324,7 +324,6 @@ class Scanner {
       return a.rank != b.rank ? a.rank < b.rank : a.pattern < b.pattern;
     });
     const auto& classes = plan_.catalog().classes();
-    auto& captures = captures_;
     size_t i = 0;
     while (i < candidates_.size()) {
       const uint32_t cls = candidates_[i].cls;
@@ -334,13 +333,13 @@ class Scanner {
       for (; i < candidates_.size() && candidates_[i].cls == cls; ++i) {
         if (matched || candidates_[i].pattern == last_pattern) continue;
         last_pattern = candidates_[i].pattern;
-        captures.clear();
+        captures_.clear();
         if (candidates_[i].pattern == kVocabPattern) {
           matched = true;  // read_vocabulary already placed the token
           continue;
         }
         const CompiledPattern& p = classes[cls].patterns[candidates_[i].pattern];
-        matched = pattern_matches(p, lt.text, &captures);
+        matched = pattern_matches(p, lt.text, &captures_);
         as_cause = matched && p.as_cause;
       }
       if (!matched) continue;
@@ -362,7 +361,6 @@ class Scanner {
 
   void record(uint32_t cls, const LineText& lt, size_t ls, size_t le, const LiteralHit* hb,
               const LiteralHit* he, bool as_cause, const VocabEntry* named) {
-    const auto& captures = captures_;
     const SignatureClass& c = plan_.catalog().classes()[cls];
     // Filled in place: for a line repeated a million times the same few findings are reused.
     Finding& f = out_.classes[cls].next();
@@ -385,7 +383,7 @@ class Scanner {
     if (!f.text.empty() && f.text.back() == '\r') f.text.pop_back();
     f.rank = lt.rank;
     f.stage.assign(c.stage);
-    for (const auto& [name, value] : captures) {
+    for (const auto& [name, value] : captures_) {
       if (name == "host") {
         f.host = value;
       } else if (name == "stage") {

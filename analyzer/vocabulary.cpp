@@ -12,13 +12,9 @@ bool is_ident(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // Whether a type's name says it is an exception class ("ValueError", "CustomException").
 bool names_exception(std::string_view type) {
-  return (type.size() > 5 && ends_with(type, "Error")) || ends_with(type, "Exception");
+  return (type.size() > 5 && type.ends_with("Error")) || type.ends_with("Exception");
 }
 
 std::optional<VocabPlace> parse_place(std::string_view v) {

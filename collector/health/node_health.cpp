@@ -203,13 +203,15 @@ NodeVerdict evaluate_node_health(const HealthInputs& in, const HealthPolicy& pol
   // One stall warning may pass (a slow console, a time jump, a long loop that then ended); the
   // kernel warning again about the same grace period means it has still not ended several stall
   // timeouts later, which stallwarn.rst says ends in memory exhaustion and a hang.
-  const std::vector<const KernelEvent*> repeats = repeated_rcu_stalls(rcu_stalls);
-  if (policy.rcu_stall_repeat_drain > 0 && repeats.size() >= policy.rcu_stall_repeat_drain) {
-    const std::string reason = std::to_string(repeats.size()) +
-                               " repeated RCU stall warning(s): a grace period still stalled "
-                               "several stall timeouts after its first warning";
-    for (const KernelEvent* e : repeats)
-      f.add(kDrain, reason, "drain", e->id);
+  if (policy.rcu_stall_repeat_drain > 0) {
+    const std::vector<const KernelEvent*> repeats = repeated_rcu_stalls(rcu_stalls);
+    if (repeats.size() >= policy.rcu_stall_repeat_drain) {
+      const std::string reason = std::to_string(repeats.size()) +
+                                 " repeated RCU stall warning(s): a grace period still stalled "
+                                 "several stall timeouts after its first warning";
+      for (const KernelEvent* e : repeats)
+        f.add(kDrain, reason, "drain", e->id);
+    }
   }
 
   if (in.dstate != nullptr) {

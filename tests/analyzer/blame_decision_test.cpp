@@ -83,8 +83,9 @@ TEST(DecideBlame, AnExceptionRaisedInTheJobsOwnScriptIsTheUsersCode) {
 }
 
 // A package raises the same error for a wrong argument, bad data or its own bug: no party. So does
-// a package's own exception type under the job's frame (its compiled code raised it), and a
-// traceback that shows no frame.
+// a package's own exception type under the job's frame (its compiled code raised it), a traceback
+// that shows no frame, a line after the traceback that is a logger's word rather than an
+// exception type, and a bare interrupt (it came from outside the frame it was raised in).
 TEST(DecideBlame, AnExceptionRaisedInsideAPackageNamesNoParty) {
   const std::vector<Finding> cases = {
       raised(212, "RuntimeError: shape '[4, -1]' is invalid for input of size 6",
@@ -96,6 +97,8 @@ TEST(DecideBlame, AnExceptionRaisedInsideAPackageNamesNoParty) {
       raised(212, "safetensors_rust.SafetensorError: Error while deserializing header",
              "/home/alice/run/load.py"),
       log_line(212, "TypeError: unsupported operand type(s) for +: 'int' and 'str'"),
+      raised(212, "ERROR: training failed, see above", "/home/alice/run/train.py"),
+      raised(212, "KeyboardInterrupt", "/home/alice/run/train.py"),
   };
   for (const Finding& f : cases) {
     Triage t = failed_with("python-exception", "Unhandled Python exception");
