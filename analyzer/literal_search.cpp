@@ -1,6 +1,7 @@
 #include "analyzer/literal_search.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -140,7 +141,10 @@ void LiteralSearcher::verify(const char* base, size_t block_len, size_t pos, uin
     if (pr.gram != gram || pr.offset > pos) continue;
     const size_t start = pos - pr.offset;
     if (start >= accept_end || start + pr.length > block_len) continue;
+    // Literals that share a common 4-gram (the "error" of Python's exception names) mostly differ
+    // in their first one: a cheap test before the whole comparison.
     const char* lit = text_.data() + pr.text;
+    if (load_gram(base + start) != load_gram(lit)) continue;
     bool equal = false;
     if (pr.length >= 8) {
       equal = equals_lowered(base + start, lit, pr.length);
@@ -158,21 +162,22 @@ void LiteralSearcher::verify(const char* base, size_t block_len, size_t pos, uin
 namespace {
 
 // The sampling loop, with the stride a compile-time constant when it is one of the usual values
-// (S > 0) so that the four loads of a round use fixed offsets. Only the table bytes stay live
-// across a round; a round with a marked sample is looked at again sample by sample.
+// (S > 0) so that the four loads of a round use fixed offsets. A round's four table bytes (0 or 1)
+// become four bits, and only the marked samples are looked at again: on a noisy log one round in
+// five or six has a mark, and a branch on "any mark" mispredicted there (measured: 3% of the whole
+// analysis).
 template <size_t S, typename Check>
 inline size_t sample_rounds(const char* base, size_t last, size_t stride, const uint8_t* map,
                             Check&& check) {
   const size_t s = S > 0 ? S : stride;
   size_t p = 0;
   while (p + 3 * s <= last) {
-    const uint8_t any = static_cast<uint8_t>(
-        map[hash_gram(load_gram(base + p))] | map[hash_gram(load_gram(base + p + s))] |
-        map[hash_gram(load_gram(base + p + 2 * s))] | map[hash_gram(load_gram(base + p + 3 * s))]);
-    if (any != 0) {
-      for (size_t k = 0; k < 4; ++k)
-        check(p + k * s);
-    }
+    const uint32_t marks = uint32_t{map[hash_gram(load_gram(base + p))]} |
+                           uint32_t{map[hash_gram(load_gram(base + p + s))]} << 1 |
+                           uint32_t{map[hash_gram(load_gram(base + p + 2 * s))]} << 2 |
+                           uint32_t{map[hash_gram(load_gram(base + p + 3 * s))]} << 3;
+    for (uint32_t m = marks; m != 0; m &= m - 1)
+      check(p + static_cast<size_t>(std::countr_zero(m)) * s);
     p += 4 * s;
   }
   return p;
@@ -191,8 +196,7 @@ void LiteralSearcher::find(std::string_view block, size_t accept_end,
   const size_t last = n - kGram;  // last valid sample position
   auto check = [&](size_t pos) {
     const uint32_t g = load_gram(base + pos);
-    const uint32_t h = hash_gram(g);
-    if (map[h] != 0) verify(base, n, pos, g, h, accept_end, hits);
+    verify(base, n, pos, g, hash_gram(g), accept_end, hits);
   };
   size_t p = 0;
   switch (s) {
@@ -209,8 +213,9 @@ void LiteralSearcher::find(std::string_view block, size_t accept_end,
       p = sample_rounds<0>(base, last, s, map, check);
       break;
   }
-  for (; p <= last; p += s)
-    check(p);
+  for (; p <= last; p += s) {
+    if (map[hash_gram(load_gram(base + p))] != 0) check(p);
+  }
   // Samples are in order but a literal's start is its sample minus an offset: sort the new hits.
   // They are nearly in order already, so an insertion sort is linear in practice.
   auto before = [](const LiteralHit& a, const LiteralHit& b) {

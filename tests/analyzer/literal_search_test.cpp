@@ -94,6 +94,19 @@ TEST(LiteralSearch, OnlyLettersMatchInEitherCase) {
   EXPECT_EQ(found(s, "x [error] pull failed @ nodE\xe1 x", 100).size(), 1u);
 }
 
+TEST(LiteralSearch, LiteralsThatEndAlikeAreToldApartByHowTheyBegin) {
+  // Python's exception names share "error": every one of them is a candidate at each "error".
+  const std::vector<std::string> lits = {"keyerror", "nameerror", "typeerror", "valueerror",
+                                         "nccl error"};
+  const std::string text =
+      "IndexError: x\nTypeError: y\nNCCL Error 2\nkey_error KeyErrors\nvalue error ValueError\n"
+      "NameError\nerror error error\nkeyError";
+  LiteralSearcher s(lits);
+  s.calibrate(text);
+  EXPECT_EQ(found(s, text, text.size()), naive(text, lits, text.size()));
+  EXPECT_EQ(found(s, text, text.size()).size(), 6u);
+}
+
 TEST(LiteralSearch, StrideFollowsTheShortestLiteral) {
   EXPECT_EQ(LiteralSearcher({"abcdefgh", "abcdefghijklmnop"}).stride(), 5u);
   EXPECT_THROW(LiteralSearcher({"abc"}), std::invalid_argument);
