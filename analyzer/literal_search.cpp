@@ -91,14 +91,11 @@ void LiteralSearcher::calibrate(std::string_view sample) {
 void LiteralSearcher::build(const std::vector<uint32_t>* counts) {
   map_.assign(kBuckets, 0);
   text_.clear();
-  std::vector<uint32_t> text_at(literals_.size(), 0);
-  for (size_t li = 0; li < literals_.size(); ++li) {
-    text_at[li] = static_cast<uint32_t>(text_.size());
-    text_ += literals_[li];
-  }
   std::vector<std::pair<uint32_t, Probe>> all;  // (hash, probe)
   for (size_t li = 0; li < literals_.size(); ++li) {
     const std::string& lit = literals_[li];
+    const auto text_at = static_cast<uint32_t>(text_.size());
+    text_ += lit;
     const size_t grams = lit.size() - kGram + 1;  // >= stride_
     // The window of `stride_` consecutive 4-gram offsets with the smallest total count.
     size_t best = 0;
@@ -118,7 +115,7 @@ void LiteralSearcher::build(const std::vector<uint32_t>* counts) {
       const uint32_t h = hash_gram(gram);
       map_[h] = 1;
       all.emplace_back(h, Probe{gram, static_cast<uint32_t>(li), static_cast<uint32_t>(best + k),
-                                static_cast<uint32_t>(lit.size()), text_at[li]});
+                                static_cast<uint32_t>(lit.size()), text_at});
     }
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
